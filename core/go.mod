@@ -1,0 +1,3 @@
+module github.com/settlehq/settle/core
+
+go 1.26
