@@ -1,0 +1,18 @@
+// Package core is settle's contract: outcomes, verdicts, the Finisher every backend implements,
+// typed handlers, codecs, the attempt cap and its dead letter, failure policies, workers and the
+// App that runs it all with graceful shutdown.
+//
+// A handler returns an outcome as an error: nil acknowledges, Drop, Retry and RetryAfter say
+// otherwise, and any other error takes the subscription's error policy. Core turns the outcome
+// into a Verdict, applies the DeadLetterAfter cap in one place (Resolve), and hands the verdict
+// to the backend's Finisher, which performs it as a statement on a queue table or a frame on a
+// RabbitMQ channel:
+//
+//	backend claim/consume ─► Delivery ─► decode (Codec) ─► handler(ctx, *Message[T]) error
+//	        ▲                                                        │
+//	        └──── Finisher.Finish(ctx, delivery, Verdict) ◄── Resolve (cap ⇒ DeadLetter)
+//
+// The subpackages hold the parts every backend shares: clock (real and virtual time), coretest
+// (an in-memory backend and a test harness on virtual time) and transporttest (the conformance
+// suite every backend runs).
+package core

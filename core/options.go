@@ -1,0 +1,184 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Policy says what happens to a message whose handler failed without returning an outcome:
+// returned a plain error, panicked, or could not decode the payload.
+type Policy uint8
+
+const (
+	// PolicyRetry retries the message (the DeadLetterAfter cap still applies).
+	PolicyRetry Policy = iota + 1
+	// PolicyDrop drops the message.
+	PolicyDrop
+	// PolicyDeadLetter moves the message straight to the subscription's dead letter, or drops
+	// it when the subscription has none.
+	PolicyDeadLetter
+)
+
+func (p Policy) String() string {
+	switch p {
+	case PolicyRetry:
+		return "retry"
+	case PolicyDrop:
+		return "drop"
+	case PolicyDeadLetter:
+		return "dead_letter"
+	}
+	return fmt.Sprintf("policy(%d)", uint8(p))
+}
+
+// Options are a subscription's mount options after validation. Backends read them in
+// Endpoint.Open; users set them with Option values.
+type Options struct {
+	// Name overrides the subscription's name (default: the endpoint's queue).
+	Name string
+	// Cap is the DeadLetterAfter attempt cap; 0 means none.
+	Cap int
+	// DeadLetterTo is the DeadLetterAfter destination; set exactly when Cap is.
+	DeadLetterTo string
+	// Workers is the number of concurrent handlers (default 1).
+	Workers int
+	// OnError, OnPanic and OnDecodeError are the failure policies (defaults: retry, retry,
+	// dead letter).
+	OnError, OnPanic, OnDecodeError Policy
+	// Codec decodes payloads (default JSON).
+	Codec Codec
+	// Middleware wraps the handler, outermost first.
+	Middleware []Middleware
+
+	ext map[any]any
+}
+
+// Ext returns the value a backend option stored under key, and whether one was stored.
+func (o *Options) Ext(key any) (any, bool) {
+	v, ok := o.ext[key]
+	return v, ok
+}
+
+// SetExt stores a backend option's value under key; backends call it from their own Option
+// constructors (see OptionFunc).
+func (o *Options) SetExt(key, value any) {
+	if o.ext == nil {
+		o.ext = make(map[any]any)
+	}
+	o.ext[key] = value
+}
+
+// Option configures a subscription.
+type Option interface {
+	apply(*Options) error
+}
+
+// OptionFunc makes an Option of a function; backends use it for their own mount options
+// (sqlqueue.Transactional, amqp.PublishWith), storing their values with Options.SetExt. An
+// error it returns makes Subscribe fail and should name the option.
+type OptionFunc func(*Options) error
+
+func (f OptionFunc) apply(o *Options) error { return f(o) }
+
+// DeadLetterAfter caps the attempts of a message: a retry or retry-after at attempt n moves it
+// to dest instead (n == 1 moves on the first failure). The cap and the destination are one
+// option so that half of it cannot be written.
+func DeadLetterAfter(n int, dest string) Option {
+	return OptionFunc(func(o *Options) error {
+		if n < 1 {
+			return fmt.Errorf("DeadLetterAfter(%d, %q): the cap must be at least 1", n, dest)
+		}
+		if strings.TrimSpace(dest) == "" {
+			return fmt.Errorf("DeadLetterAfter(%d, %q): the destination is empty", n, dest)
+		}
+		o.Cap, o.DeadLetterTo = n, dest
+		return nil
+	})
+}
+
+// Workers runs up to n handlers of the subscription at once; deliveries are taken in order.
+func Workers(n int) Option {
+	return OptionFunc(func(o *Options) error {
+		if n < 1 {
+			return fmt.Errorf("Workers(%d): need at least one worker", n)
+		}
+		o.Workers = n
+		return nil
+	})
+}
+
+// Name names the subscription (default: the endpoint's queue name). Names are unique per App.
+func Name(name string) Option {
+	return OptionFunc(func(o *Options) error {
+		if strings.TrimSpace(name) == "" {
+			return errors.New("Name(\"\"): the subscription name is empty")
+		}
+		o.Name = name
+		return nil
+	})
+}
+
+func policyOption(what string, p Policy, set func(*Options)) Option {
+	return OptionFunc(func(o *Options) error {
+		if p < PolicyRetry || p > PolicyDeadLetter {
+			return fmt.Errorf("%s(%v): unknown policy", what, p)
+		}
+		set(o)
+		return nil
+	})
+}
+
+// OnError sets what happens when the handler returns an error that is not an outcome
+// (default PolicyRetry).
+func OnError(p Policy) Option {
+	return policyOption("OnError", p, func(o *Options) { o.OnError = p })
+}
+
+// OnPanic sets what happens when the handler panics (default PolicyRetry; the stack is logged).
+func OnPanic(p Policy) Option {
+	return policyOption("OnPanic", p, func(o *Options) { o.OnPanic = p })
+}
+
+// OnDecodeError sets what happens to a payload the codec cannot decode (default
+// PolicyDeadLetter: a payload that does not decode now will not decode on the next attempt).
+func OnDecodeError(p Policy) Option {
+	return policyOption("OnDecodeError", p, func(o *Options) { o.OnDecodeError = p })
+}
+
+// WithCodec decodes the subscription's payloads with c.
+func WithCodec(c Codec) Option {
+	return OptionFunc(func(o *Options) error {
+		if c == nil {
+			return errors.New("WithCodec(nil): no codec")
+		}
+		o.Codec = c
+		return nil
+	})
+}
+
+// Use wraps the subscription's handler in middleware, outermost first.
+func Use(mw ...Middleware) Option {
+	return OptionFunc(func(o *Options) error {
+		for i, m := range mw {
+			if m == nil {
+				return fmt.Errorf("Use: middleware %d is nil", i)
+			}
+		}
+		o.Middleware = append(o.Middleware, mw...)
+		return nil
+	})
+}
+
+func buildOptions(opts []Option) (*Options, error) {
+	o := &Options{Workers: 1, OnError: PolicyRetry, OnPanic: PolicyRetry, OnDecodeError: PolicyDeadLetter, Codec: JSON}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, errors.New("nil option")
+		}
+		if err := opt.apply(o); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}

@@ -1,0 +1,219 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// subscription is one mounted handler at run time: a dispatcher that takes deliveries from the
+// source when a worker is free, and workers that handle, resolve and finish them.
+type subscription struct {
+	name, queue string
+	ep          Endpoint
+	opts        *Options
+	chain       HandlerFunc
+
+	app          *App
+	info         Subscription
+	src          Source
+	fin          Finisher
+	serverCounts bool
+	settled      Settled
+	inflight     sync.WaitGroup // handed to a worker, not yet settled
+	closeOnce    sync.Once
+}
+
+func (s *subscription) open(ctx context.Context, a *App) error {
+	s.app = a
+	log := a.logger.With("subscription", s.name, "queue", s.queue)
+	s.info = Subscription{Name: s.name, Options: s.opts, Logger: log, Clock: a.clock}
+	src, fin, err := s.ep.Open(ctx, s.info)
+	if err != nil {
+		return err
+	}
+	if src == nil || fin == nil {
+		return errors.New("endpoint returned no source or finisher")
+	}
+	s.src, s.fin = src, fin
+	if sc, ok := fin.(ServerCounter); ok {
+		s.serverCounts = sc.ServerCountsAttempts()
+	}
+	s.settled = s.onSettled
+	log.Info("settle: subscription open", "workers", s.opts.Workers, "dead_letter_after", s.opts.Cap, "dead_letter_to", s.opts.DeadLetterTo)
+	return nil
+}
+
+func (s *subscription) closeSource() {
+	s.closeOnce.Do(func() {
+		if s.src != nil {
+			if err := s.src.Close(); err != nil {
+				s.info.Logger.Error("settle: closing source", "error", err)
+			}
+		}
+	})
+}
+
+// run dispatches until pullCtx is done, then waits for its workers and for every settlement.
+func (s *subscription) run(pullCtx, workCtx context.Context) {
+	n := s.opts.Workers
+	work := make(chan Delivery)
+	free := make(chan struct{}, n)
+	var workers sync.WaitGroup
+	for range n {
+		free <- struct{}{}
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for d := range work {
+				s.process(workCtx, d)
+				free <- struct{}{}
+			}
+		}()
+	}
+	backoff := time.Duration(0)
+	for pullCtx.Err() == nil {
+		select {
+		case <-free:
+		case <-pullCtx.Done():
+			continue
+		}
+		d, err := s.src.Next(pullCtx)
+		if err != nil {
+			free <- struct{}{}
+			if pullCtx.Err() != nil {
+				break
+			}
+			backoff = nextBackoff(backoff)
+			s.info.Logger.Error("settle: taking the next delivery failed; trying again", "error", err, "backoff", backoff)
+			_ = sleep(pullCtx, s.app, backoff)
+			continue
+		}
+		backoff = 0
+		s.inflight.Add(1)
+		work <- d
+	}
+	close(work)
+	workers.Wait()
+	s.inflight.Wait()
+}
+
+func nextBackoff(d time.Duration) time.Duration {
+	switch {
+	case d <= 0:
+		return 100 * time.Millisecond
+	case d >= 5*time.Second:
+		return 5 * time.Second
+	}
+	return d * 2
+}
+
+func sleep(ctx context.Context, a *App, d time.Duration) error {
+	t := a.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
+}
+
+// DeliveryContext is implemented by a delivery that gives its handler a context of its own,
+// e.g. one carrying the delivery's transaction for sqlqueue.Tx.
+type DeliveryContext interface {
+	HandlerContext(ctx context.Context) context.Context
+}
+
+func (s *subscription) process(ctx context.Context, d Delivery) {
+	hctx := ctx
+	if dc, ok := d.(DeliveryContext); ok {
+		hctx = dc.HandlerContext(ctx)
+	}
+	err := s.call(hctx, d)
+	v := s.verdict(ctx, d, err)
+	s.fin.Finish(ctx, d, v, s.settled)
+}
+
+func (s *subscription) call(ctx context.Context, d Delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return s.chain(ctx, d)
+}
+
+// verdict turns the handler's return value into a resolved verdict.
+func (s *subscription) verdict(ctx context.Context, d Delivery, err error) Verdict {
+	if err == nil {
+		return Verdict{Action: ActAck}
+	}
+	var v Verdict
+	if o, ok := AsOutcome(err); ok {
+		switch o.kind {
+		case OutcomeDrop:
+			v = Verdict{Action: ActDrop, Cause: o.cause}
+		case OutcomeRetry:
+			v = Verdict{Action: ActRetry, Cause: o.cause}
+		default:
+			v = Verdict{Action: ActRetryAfter, Delay: o.delay, Cause: o.cause}
+		}
+	} else {
+		var de *DecodeError
+		var pe *PanicError
+		switch {
+		case errors.As(err, &de):
+			s.info.Logger.Warn("settle: payload does not decode",
+				"message_id", d.ID(), "attempt", d.Attempt(), "size", de.Size, "error", de.Err, "policy", s.opts.OnDecodeError)
+			v = s.policy(s.opts.OnDecodeError, err)
+		case errors.As(err, &pe):
+			s.info.Logger.Error("settle: handler panicked",
+				"message_id", d.ID(), "attempt", d.Attempt(), "panic", pe.Value, "policy", s.opts.OnPanic, "stack", string(pe.Stack))
+			v = s.policy(s.opts.OnPanic, err)
+		case ctx.Err() != nil:
+			s.info.Logger.Warn("settle: handler stopped by shutdown; delivery abandoned, it comes back",
+				"message_id", d.ID(), "attempt", d.Attempt(), "error", err)
+			return Verdict{Action: ActAbandon, Cause: err}
+		default:
+			s.info.Logger.Warn("settle: handler failed",
+				"message_id", d.ID(), "attempt", d.Attempt(), "error", err, "policy", s.opts.OnError)
+			v = s.policy(s.opts.OnError, err)
+		}
+	}
+	r := Resolve(v, d.Attempt(), s.opts.Cap, s.opts.DeadLetterTo, s.serverCounts)
+	if r.Action == ActDeadLetter {
+		s.info.Logger.Warn("settle: moving message to dead letter",
+			"message_id", d.ID(), "attempt", d.Attempt(), "dead_letter_to", r.Dest, "cap", s.opts.Cap, "asked", v.String(), "cause", v.Cause)
+	}
+	return r
+}
+
+func (s *subscription) policy(p Policy, cause error) Verdict {
+	switch p {
+	case PolicyDrop:
+		return Verdict{Action: ActDrop, Cause: cause}
+	case PolicyDeadLetter:
+		if s.opts.Cap > 0 {
+			return Verdict{Action: ActDeadLetter, Dest: s.opts.DeadLetterTo, Cause: cause}
+		}
+		return Verdict{Action: ActDrop, Cause: cause}
+	}
+	return Verdict{Action: ActRetry, Cause: cause}
+}
+
+func (s *subscription) onSettled(d Delivery, v Verdict, err error) {
+	if err != nil {
+		s.info.Logger.Warn("settle: settlement failed; the message returns as an abandoned one",
+			"message_id", d.ID(), "attempt", d.Attempt(), "verdict", v.String(), "error", err)
+	}
+	if obs := s.app.observers; len(obs) > 0 {
+		st := Settlement{Subscription: s.name, Queue: s.queue, Delivery: d, Verdict: v, Err: err}
+		for _, o := range obs {
+			o(st)
+		}
+	}
+	s.inflight.Done()
+}
