@@ -250,8 +250,11 @@ type orderedBackend struct {
 	log  *[]string
 }
 
-func (b orderedBackend) Start(context.Context) error { *b.log = append(*b.log, "start "+b.name); return nil }
-func (b orderedBackend) Close() error                { *b.log = append(*b.log, "close "+b.name); return nil }
+func (b orderedBackend) Start(context.Context) error {
+	*b.log = append(*b.log, "start "+b.name)
+	return nil
+}
+func (b orderedBackend) Close() error { *b.log = append(*b.log, "close "+b.name); return nil }
 
 func TestStartFailureNamesSubscriptionAndClosesBackends(t *testing.T) {
 	var log []string
