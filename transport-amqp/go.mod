@@ -1,0 +1,7 @@
+module github.com/settlehq/settle/transport-amqp
+
+go 1.26
+
+require github.com/rabbitmq/amqp091-go v1.16.0
+
+replace github.com/settlehq/settle/core => ../core
