@@ -1,0 +1,144 @@
+package transporttest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/coretest"
+)
+
+// app is one running App of a test, with its settlements recorded.
+type app struct {
+	t    *testing.T
+	env  Env
+	rec  *coretest.Recorder
+	stop func()
+}
+
+func logger(t *testing.T) *slog.Logger {
+	if os.Getenv("SETTLE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// start runs one App with handler on the logical queue "work".
+func start[T any](t *testing.T, env Env, h core.Handler[T], shutdown time.Duration, opts ...core.Option) *app {
+	t.Helper()
+	rec := coretest.NewRecorder(t)
+	a := core.New(core.WithClock(env.Clock), core.WithLogger(logger(t)), core.WithoutSignals(),
+		core.WithObserver(rec.Observe), core.WithShutdownTimeout(shutdown))
+	env.Backend.Register(a)
+	if err := core.Subscribe(a, env.Backend.Endpoint("work"), h, opts...); err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	r := &app{t: t, env: env, rec: rec}
+	stopped := false
+	r.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("App.Run: %v", err)
+			}
+		case <-time.After(coretest.WaitTimeout + shutdown):
+			t.Errorf("App.Run did not return after stop")
+		}
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+func publish(t *testing.T, env Env, queue, body string, headers map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	if err := env.Backend.Publish(ctx, queue, []byte(body), headers); err != nil {
+		t.Fatalf("Publish to %q: %v", queue, err)
+	}
+}
+
+func drain(t *testing.T, env Env, queue string) []Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	m, err := env.Backend.Drain(ctx, queue, 0)
+	if err != nil {
+		t.Fatalf("Drain %q: %v", queue, err)
+	}
+	return m
+}
+
+// drainAtLeast waits until queue has yielded at least n messages (a server-side move, such as
+// a quorum queue's dead letter, may land a moment after the settlement that caused it).
+func drainAtLeast(t *testing.T, env Env, queue string, n int) []Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	m, err := env.Backend.Drain(ctx, queue, n)
+	if err != nil {
+		t.Fatalf("Drain %q (want %d): %v", queue, n, err)
+	}
+	return m
+}
+
+func actions(s []core.Settlement) []core.Action {
+	out := make([]core.Action, len(s))
+	for i, x := range s {
+		out[i] = x.Verdict.Action
+	}
+	return out
+}
+
+func attempts(s []core.Settlement) []int {
+	out := make([]int, len(s))
+	for i, x := range s {
+		out[i] = x.Delivery.Attempt()
+	}
+	return out
+}
+
+func expectActions(t *testing.T, s []core.Settlement, want ...core.Action) {
+	t.Helper()
+	if got := actions(s); !slices.Equal(got, want) {
+		t.Fatalf("verdicts %v, want %v", got, want)
+	}
+}
+
+// advance moves a virtual clock by d; on real time it does nothing (the delay passes by itself).
+// Callers advance only once what should wait is armed (a settlement reported after its delay
+// was scheduled, or blockUntil).
+func advance(env Env, d time.Duration) {
+	if env.Virtual != nil {
+		env.Virtual.Advance(d)
+	}
+}
+
+// blockUntil waits until n timers are armed on a virtual clock.
+func blockUntil(t *testing.T, env Env, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	if err := env.Virtual.BlockUntil(ctx, n); err != nil {
+		t.Fatalf("waiting for %d timers on the clock (%d armed): %v", n, env.Virtual.Pending(), err)
+	}
+}
+
+func delay(env Env) time.Duration {
+	if env.Virtual != nil {
+		return 30 * time.Second
+	}
+	return Delay
+}

@@ -1,0 +1,75 @@
+// Package transporttest is the conformance suite every settle backend runs from its own tests:
+// for each outcome, what the backend holds afterwards, read back through the backend itself.
+// The in-memory backend of coretest, RabbitMQ (real and in-process) and the SQL dialects call
+// Run with a factory of fresh, isolated environments; Features says what a backend does
+// differently, and the cases adapt or skip accordingly (Watermill's pubsub/tests is the model).
+package transporttest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+)
+
+// Features says how a backend differs from the runtime-counted default.
+type Features struct {
+	// ServerCountsAttempts: the queue counts deliveries and dead-letters by itself (a RabbitMQ
+	// quorum queue); a retry at the cap passes through core and the server moves the message.
+	ServerCountsAttempts bool
+	// NoHeaders: the backend carries no message headers.
+	NoHeaders bool
+}
+
+// Message is a message as a queue holds it, read back through the backend.
+type Message struct {
+	Body    []byte
+	Headers map[string]string
+	// Count is, for a message in a dead letter, how many attempts it was delivered for (the
+	// final count the backend records: settle-retry-count, x-death count, the attempt column).
+	Count int
+}
+
+// Backend is a backend instance for one test, with its own isolated queues: the suite uses
+// logical names ("work", "work.dead"), and the backend maps them to whatever keeps tests apart
+// (a prefix, a schema, a vhost).
+type Backend interface {
+	// Register adds to app what it needs to reach the backend. It is called once for every App
+	// the test starts (a test may run two Apps in turn on the same queues).
+	Register(app *core.App)
+	// Endpoint returns the endpoint for a logical queue name.
+	Endpoint(queue string) core.Endpoint
+	// Publish puts a fresh message on a logical queue.
+	Publish(ctx context.Context, queue string, body []byte, headers map[string]string) error
+	// Drain removes and returns the messages a logical queue holds (ready ones), in order. With
+	// atLeast > 0 it waits (until ctx is done) for that many, for moves the server makes by
+	// itself; with 0 it returns what the queue holds now.
+	Drain(ctx context.Context, queue string, atLeast int) ([]Message, error)
+}
+
+// Env is one fresh environment: a backend and the clock the Apps run on.
+type Env struct {
+	Backend  Backend
+	Features Features
+	// Clock is the clock the Apps run on; Virtual is the same clock when it is virtual, nil on
+	// real time. On real time the suite uses short delays and measures wall time.
+	Clock   clock.Clock
+	Virtual *clock.Virtual
+}
+
+// Factory returns a fresh environment for one test; it registers its own cleanup with t.
+type Factory func(t *testing.T) Env
+
+// Delay is the RetryAfter delay the suite uses on real time.
+var Delay = 300 * time.Millisecond
+
+// Run runs every case of the suite as a subtest of t.
+func Run(t *testing.T, newEnv Factory) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.run(t, newEnv(t))
+		})
+	}
+}
