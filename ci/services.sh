@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Starts PostgreSQL, MariaDB and RabbitMQ when they are not answering, and waits (bounded) until
+# each accepts connections. Idempotent: a running service is left alone.
+set -u
+
+wait_for() { # name, check command, seconds
+	local name=$1 check=$2 limit=$3 i
+	for ((i = 0; i < limit * 2; i++)); do
+		if eval "$check" >/dev/null 2>&1; then
+			echo "services: $name is up"
+			return 0
+		fi
+		sleep 0.5
+	done
+	echo "services: $name did not accept connections within ${limit}s (check: $check)" >&2
+	return 1
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+pg_up() { command -v pg_isready >/dev/null && pg_isready -q -h 127.0.0.1 -p 5432 || port_open 5432; }
+maria_up() {
+	if command -v mariadb-admin >/dev/null; then mariadb-admin -h 127.0.0.1 -uroot ping; else port_open 3306; fi
+}
+rabbit_up() { port_open 5672; }
+
+status=0
+if ! pg_up >/dev/null 2>&1; then
+	echo "services: starting PostgreSQL"
+	pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
+fi
+wait_for PostgreSQL pg_up 60 || status=1
+
+if ! maria_up >/dev/null 2>&1; then
+	echo "services: starting MariaDB"
+	start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd || true
+fi
+wait_for MariaDB maria_up 60 || status=1
+
+if ! rabbit_up; then
+	echo "services: starting RabbitMQ"
+	rabbitmq-server -detached || true
+fi
+wait_for RabbitMQ rabbit_up 120 || status=1
+
+exit $status

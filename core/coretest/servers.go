@@ -1,0 +1,28 @@
+package coretest
+
+import (
+	"os"
+	"testing"
+)
+
+// RequireServers reports whether SETTLE_REQUIRE_SERVERS=1 is set (as .ci/run sets it): a test
+// that needs an unreachable server then fails instead of skipping.
+func RequireServers() bool { return os.Getenv("SETTLE_REQUIRE_SERVERS") == "1" }
+
+// ServerUnavailable skips t because the server it needs (what, at addr) cannot be reached,
+// with err as the reason; under SETTLE_REQUIRE_SERVERS=1 it fails t instead.
+func ServerUnavailable(t testing.TB, what, addr string, err error) {
+	t.Helper()
+	if RequireServers() {
+		t.Fatalf("%s at %s is required (SETTLE_REQUIRE_SERVERS=1) but unreachable: %v", what, addr, err)
+	}
+	t.Skipf("%s at %s unreachable, skipping (set the address with its SETTLE_TEST_* variable): %v", what, addr, err)
+}
+
+// Env returns the environment variable key, or def when it is unset or empty.
+func Env(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
