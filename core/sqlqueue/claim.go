@@ -1,0 +1,266 @@
+package sqlqueue
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Form is a claim form: what holds a row while its handler works.
+type Form uint8
+
+const (
+	// FormLease stamps locked_until (the delivery's token) and commits; every finishing
+	// statement is fenced by the token.
+	FormLease Form = iota + 1
+	// FormRowLock holds the row with FOR UPDATE SKIP LOCKED in the claim transaction, whose
+	// commit is the settlement.
+	FormRowLock
+	// FormAdvisory holds a key lock on a dedicated connection.
+	FormAdvisory
+)
+
+func (f Form) String() string {
+	switch f {
+	case FormLease:
+		return "lease"
+	case FormRowLock:
+		return "row lock"
+	case FormAdvisory:
+		return "advisory"
+	}
+	return "form(?)"
+}
+
+// slot is one kind of bound argument of a rendered statement.
+type slot uint8
+
+const (
+	slotNow slot = iota + 1
+	slotToken
+	slotLimit
+	slotGroup
+)
+
+// binder renders placeholders in order and remembers which value each one takes, so that a
+// statement is rendered once and bound per call.
+type binder struct {
+	d     Dialect
+	slots []slot
+}
+
+func (b *binder) ph(s slot) string {
+	b.slots = append(b.slots, s)
+	return b.d.Placeholder(len(b.slots))
+}
+
+func (b *binder) bind(p ClaimParams, args []any) []any {
+	for _, s := range b.slots {
+		switch s {
+		case slotNow:
+			args = append(args, b.d.Time(p.Now))
+		case slotToken:
+			args = append(args, b.d.Time(p.Token))
+		case slotLimit:
+			args = append(args, int64(p.Limit))
+		case slotGroup:
+			args = append(args, p.Group)
+		}
+	}
+	return args
+}
+
+// ready renders the condition of a ready row for form f.
+func (s *Schema) ready(f Form, b *binder) string {
+	var w []string
+	if s.Group != "" {
+		w = append(w, s.Group+" = "+b.ph(slotGroup))
+	}
+	if s.ProcessedAt != "" {
+		w = append(w, s.ProcessedAt+" IS NULL")
+	}
+	if s.RetryAfter != "" {
+		w = append(w, "("+s.RetryAfter+" IS NULL OR "+s.RetryAfter+" <= "+b.ph(slotNow)+")")
+	}
+	if f == FormLease && s.LockedUntil != "" {
+		w = append(w, "("+s.LockedUntil+" IS NULL OR "+s.LockedUntil+" <= "+b.ph(slotNow)+")")
+	}
+	if len(w) == 0 {
+		return "1 = 1"
+	}
+	return strings.Join(w, " AND ")
+}
+
+// returned renders the claimed columns: id, payload, attempt expression, headers.
+func (s *Schema) returned(attempt string) string {
+	h := s.Headers
+	if h == "" {
+		h = "NULL"
+	}
+	return s.ID + ", " + s.Payload + ", " + attempt + ", " + h
+}
+
+// UpdateReturningClaim is the lease claim of a dialect with UPDATE … RETURNING (PostgreSQL,
+// SQLite): one statement stamps the token and attempt + 1 on up to Limit ready rows, oldest
+// first, and returns them. lockSuffix follows the inner SELECT (" FOR UPDATE SKIP LOCKED" on
+// PostgreSQL, "" on SQLite, whose claim transaction holds the database's write lock).
+func UpdateReturningClaim(s *Schema, lockSuffix string) Claim {
+	b := &binder{d: s.Dialect}
+	set := s.LockedUntil + " = " + b.ph(slotToken)
+	att := "1"
+	if s.Attempt != "" {
+		set += ", " + s.Attempt + " = " + s.Attempt + " + 1"
+		att = s.Attempt
+	}
+	where := s.ready(FormLease, b)
+	sql := "UPDATE " + s.QTable + " SET " + set + " WHERE " + s.ID + " IN (SELECT " + s.ID + " FROM " + s.QTable +
+		" WHERE " + where + " ORDER BY " + s.ID + " LIMIT " + b.ph(slotLimit) + lockSuffix + ") RETURNING " + s.returned(att)
+	return &stmtClaim{sql: sql, b: b, sortByID: true}
+}
+
+// SelectClaim is the row-lock claim: it selects up to Limit ready rows, oldest first, with
+// lockSuffix (" FOR UPDATE SKIP LOCKED"), reporting attempt + 1. It is also the claim of a
+// custom dialect that needs only a SELECT.
+func SelectClaim(s *Schema, lockSuffix string) Claim {
+	b := &binder{d: s.Dialect}
+	att := "1"
+	if s.Attempt != "" {
+		att = s.Attempt + " + 1"
+	}
+	where := s.ready(FormRowLock, b)
+	sql := "SELECT " + s.returned(att) + " FROM " + s.QTable + " WHERE " + where + " ORDER BY " + s.ID +
+		" LIMIT " + b.ph(slotLimit) + lockSuffix
+	return &stmtClaim{sql: sql, b: b}
+}
+
+// SelectThenUpdateClaim is the lease claim of a dialect without UPDATE … RETURNING (MySQL,
+// MariaDB): it selects up to Limit ready rows with lockSuffix (" FOR UPDATE SKIP LOCKED"),
+// then stamps the token and attempt + 1 on them with one UPDATE, in the caller's transaction.
+func SelectThenUpdateClaim(s *Schema, lockSuffix string) Claim {
+	b := &binder{d: s.Dialect}
+	att := "1"
+	if s.Attempt != "" {
+		att = s.Attempt + " + 1"
+	}
+	where := s.ready(FormLease, b)
+	sel := "SELECT " + s.returned(att) + " FROM " + s.QTable + " WHERE " + where + " ORDER BY " + s.ID +
+		" LIMIT " + b.ph(slotLimit) + lockSuffix
+	set := s.LockedUntil + " = " + s.Dialect.Placeholder(1)
+	if s.Attempt != "" {
+		set += ", " + s.Attempt + " = " + s.Attempt + " + 1"
+	}
+	return &selectUpdateClaim{sel: stmtClaim{sql: sel, b: b}, upd: newInList(s.Dialect,
+		"UPDATE "+s.QTable+" SET "+set+" WHERE "+s.ID+" IN (", ")", 2)}
+}
+
+type stmtClaim struct {
+	sql      string
+	b        *binder
+	sortByID bool
+	argPool  sync.Pool
+}
+
+func (c *stmtClaim) Claim(ctx context.Context, tx Queryer, p ClaimParams, dst []Claimed) ([]Claimed, error) {
+	var args []any
+	if a, ok := c.argPool.Get().(*[]any); ok {
+		args = (*a)[:0]
+	}
+	args = c.b.bind(p, args)
+	rows, err := tx.Query(ctx, c.sql, args...)
+	clear(args)
+	c.argPool.Put(&args)
+	if err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	dst, err = scanClaimed(rows, dst)
+	if err != nil {
+		return dst, err
+	}
+	if c.sortByID {
+		slices.SortFunc(dst[start:], func(a, b Claimed) int {
+			switch {
+			case a.ID < b.ID:
+				return -1
+			case a.ID > b.ID:
+				return 1
+			}
+			return 0
+		})
+	}
+	return dst, nil
+}
+
+func scanClaimed(rows Rows, dst []Claimed) ([]Claimed, error) {
+	defer rows.Close()
+	for rows.Next() {
+		var c Claimed
+		var att int64
+		if err := rows.Scan(&c.ID, &c.Payload, &att, &c.Headers); err != nil {
+			return dst, err
+		}
+		c.Attempt = int(att)
+		dst = append(dst, c)
+	}
+	if err := rows.Err(); err != nil {
+		return dst, err
+	}
+	return dst, rows.Close()
+}
+
+type selectUpdateClaim struct {
+	sel stmtClaim
+	upd *inList
+}
+
+func (c *selectUpdateClaim) Claim(ctx context.Context, tx Queryer, p ClaimParams, dst []Claimed) ([]Claimed, error) {
+	start := len(dst)
+	dst, err := c.sel.Claim(ctx, tx, p, dst)
+	if err != nil || len(dst) == start {
+		return dst, err
+	}
+	got := dst[start:]
+	args := make([]any, 0, len(got)+1)
+	args = append(args, c.sel.b.d.Time(p.Token))
+	for _, r := range got {
+		args = append(args, r.ID)
+	}
+	_, err = tx.Exec(ctx, c.upd.sql(len(got)), args...)
+	return dst, err
+}
+
+// inList renders "prefix p, p, … suffix" statements for each list length once and keeps them.
+type inList struct {
+	d              Dialect
+	prefix, suffix string
+	first          int // number of the first list placeholder
+	mu             sync.Mutex
+	cache          []string
+}
+
+func newInList(d Dialect, prefix, suffix string, first int) *inList {
+	return &inList{d: d, prefix: prefix, suffix: suffix, first: first}
+}
+
+func (l *inList) sql(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n < len(l.cache) && l.cache[n] != "" {
+		return l.cache[n]
+	}
+	var sb strings.Builder
+	sb.WriteString(l.prefix)
+	for i := range n {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(l.d.Placeholder(l.first + i))
+	}
+	sb.WriteString(l.suffix)
+	for len(l.cache) <= n {
+		l.cache = append(l.cache, "")
+	}
+	l.cache[n] = sb.String()
+	return l.cache[n]
+}

@@ -1,0 +1,244 @@
+package sqlqueue
+
+import (
+	"context"
+	"time"
+)
+
+// This file is the contract between the engine and a dialect module (dialect-sqlite,
+// dialect-postgres, dialect-mysql). The engine never imports a driver: it runs statements
+// through the connection surface below (Queryer, Transaction, Conn, DB) and spells them with
+// the Dialect. A dialect module
+//
+//   - adapts its driver to DB (database/sql drivers use StdDB; pgx writes a small adapter),
+//   - implements Dialect, plus LeaseDialect, RowLockDialect and/or AdvisoryDialect for the claim
+//     forms it supports (a form it lacks has no constructor, so it cannot be mounted),
+//   - offers endpoint constructors that call NewLease, NewRowLock or NewAdvisory,
+//   - runs sqlqueuetest.Run from its own tests.
+//
+// These interfaces only grow: methods are never removed or changed, and new capabilities come
+// as optional interfaces discovered by type assertion (as Mover and Notifier are).
+
+// Result is what an Exec reports.
+type Result struct {
+	// RowsAffected is the number of rows the statement changed.
+	RowsAffected int64
+	// LastInsertID is the id the statement generated, where the driver reports one (MySQL);
+	// zero otherwise.
+	LastInsertID int64
+}
+
+// Queryer runs statements: a pool, a dedicated connection or a transaction. SQL uses the
+// dialect's placeholders; args are plain Go values (int64, string, []byte, nil) and whatever
+// Dialect.Time returns.
+type Queryer interface {
+	Exec(ctx context.Context, sql string, args ...any) (Result, error)
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+}
+
+// Rows is a result set, read as database/sql's *Rows is read. Close is idempotent.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// Transaction is a database transaction.
+type Transaction interface {
+	Queryer
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+	// Unwrap returns the driver's own transaction (*sql.Tx, pgx.Tx), which dialects hand to
+	// handlers in transactional mode.
+	Unwrap() any
+}
+
+// Conn is one connection reserved from the pool: advisory locks live on it.
+type Conn interface {
+	Queryer
+	// Begin starts a transaction on this connection.
+	Begin(ctx context.Context) (Transaction, error)
+	// Close gives the connection back to its pool.
+	Close() error
+	// Discard closes the connection for good (it is not returned to the pool): everything
+	// the session held, advisory locks included, goes with it.
+	Discard() error
+	// Unwrap returns the driver's own connection (*sql.Conn, *pgxpool.Conn).
+	Unwrap() any
+}
+
+// DB is a connection pool.
+type DB interface {
+	Queryer
+	// Begin starts a transaction on some connection of the pool. A dialect whose claims need
+	// a particular transaction mode (SQLite's BEGIN IMMEDIATE) configures it in its pool.
+	Begin(ctx context.Context) (Transaction, error)
+	// Conn reserves one connection.
+	Conn(ctx context.Context) (Conn, error)
+}
+
+// ColumnKind is the broad kind of a column as the catalogue reports it, so that the start-up
+// check can refuse an attempt column that holds text.
+type ColumnKind uint8
+
+const (
+	// KindUnknown is a type the dialect does not classify; it is accepted for any column.
+	KindUnknown ColumnKind = iota
+	// KindInteger is an integer type.
+	KindInteger
+	// KindText is a character type.
+	KindText
+	// KindBytes is a binary type.
+	KindBytes
+	// KindJSON is a JSON type.
+	KindJSON
+	// KindTime is a date/time type.
+	KindTime
+)
+
+func (k ColumnKind) String() string {
+	switch k {
+	case KindInteger:
+		return "integer"
+	case KindText:
+		return "text"
+	case KindBytes:
+		return "bytes"
+	case KindJSON:
+		return "json"
+	case KindTime:
+		return "time"
+	}
+	return "unknown"
+}
+
+// ColumnInfo is one column of a table as the catalogue has it.
+type ColumnInfo struct {
+	// Name is the column's name as stored (case preserved).
+	Name string
+	// Type is the declared type, for error messages.
+	Type string
+	// Kind classifies Type.
+	Kind ColumnKind
+}
+
+// Dialect spells SQL for one database. The engine renders every statement once per
+// subscription from these methods and validated identifiers; nothing from users reaches SQL
+// unquoted (custom events excepted: their SQL is the user's own).
+type Dialect interface {
+	// Name names the dialect in errors and logs: "sqlite", "postgres", "mysql", "mariadb".
+	Name() string
+	// Quote quotes one identifier (already validated by the engine: letters, digits, _ and $).
+	Quote(ident string) string
+	// Placeholder is the n-th parameter marker of a statement, 1-based: "?" or "$1".
+	Placeholder(n int) string
+	// Time converts a timestamp the engine computed (UTC, microsecond precision) into the
+	// argument stored in retry_after, locked_until, processed_at and created_at. Equal times
+	// must give equal stored values (lease tokens are compared with =) and stored values must
+	// order as the times do.
+	Time(t time.Time) any
+	// Returning reports whether INSERT … RETURNING works; without it Publish reads
+	// Result.LastInsertID.
+	Returning() bool
+	// Columns lists the columns of the table t as the catalogue has them; an empty list means
+	// the table does not exist.
+	Columns(ctx context.Context, q Queryer, t TableRef) ([]ColumnInfo, error)
+}
+
+// ClaimParams are the values of one claim.
+type ClaimParams struct {
+	// Now is the claim time: rows with retry_after or locked_until after it are not ready.
+	Now time.Time
+	// Token is the lease the claim stamps into locked_until (lease form only).
+	Token time.Time
+	// Limit is the most rows to claim.
+	Limit int
+	// Group is the queue's group (tables with a group column).
+	Group string
+}
+
+// Claimed is one claimed row.
+type Claimed struct {
+	ID      int64
+	Payload []byte
+	// Attempt is the attempt of this delivery (1 on the first), as the form counts it.
+	Attempt int
+	// Headers is the raw headers column (a JSON object of strings), nil when absent or NULL.
+	Headers []byte
+}
+
+// Claim takes ready rows. The engine calls it inside the transaction it commits (lease form)
+// or keeps open until settlement (row-lock form). It appends claimed rows to dst in id order.
+type Claim interface {
+	Claim(ctx context.Context, tx Queryer, p ClaimParams, dst []Claimed) ([]Claimed, error)
+}
+
+// LeaseDialect is a Dialect that can claim by lease: stamp locked_until = token and
+// attempt = attempt + 1 on ready rows and return them, inside one transaction the engine then
+// commits. Most dialects return UpdateReturningClaim or SelectThenUpdateClaim.
+type LeaseDialect interface {
+	Dialect
+	LeaseClaim(s *Schema) (Claim, error)
+}
+
+// RowLockDialect is a Dialect that can claim by row lock: select ready rows locking them
+// (FOR UPDATE SKIP LOCKED) inside a transaction the engine keeps open until every claimed
+// row is settled. Claimed.Attempt is the stored attempt + 1: the row-lock form counts the
+// attempt in the statement that returns the row. Most dialects return SelectClaim.
+type RowLockDialect interface {
+	Dialect
+	RowLockClaim(s *Schema) (Claim, error)
+}
+
+// AdvisoryDialect is a Dialect with advisory key locks held by a connection.
+type AdvisoryDialect interface {
+	Dialect
+	// TryLock takes key on c without waiting and reports whether it got it.
+	TryLock(ctx context.Context, c Conn, key string) (bool, error)
+	// Unlock releases key taken on c.
+	Unlock(ctx context.Context, c Conn, key string) error
+	// KeyText wraps a SQL expression so that it reads back as text (the advisory key
+	// expression of a queue, by default its id column).
+	KeyText(expr string) string
+}
+
+// Mover is an optional interface of a Dialect that moves a row to another table in one
+// statement (PostgreSQL: WITH moved AS (DELETE … RETURNING …) INSERT … SELECT …). Without it
+// the engine copies, then deletes, in one transaction.
+type Mover interface {
+	// MoveStatement returns the statement that deletes the rows of from matching where and
+	// inserts them into to: insertCols are the target's (quoted) columns, selectExprs the
+	// expressions over the deleted row that fill them, in order. where uses placeholders
+	// starting at 1.
+	MoveStatement(from, to string, insertCols, selectExprs []string, where string) string
+}
+
+// Notifier is an optional interface of a Dialect whose database can tell other processes that
+// a queue has new rows (PostgreSQL LISTEN/NOTIFY). Publishing in one process always wakes that
+// process's claimants; a Notifier extends that across processes.
+type Notifier interface {
+	// Notify announces new rows for the queue inside q (the publishing transaction or pool).
+	Notify(ctx context.Context, q Queryer, queue QueueRef) error
+	// Listen calls wake (which never blocks) whenever rows for the queue may be ready, until
+	// stop is called.
+	Listen(ctx context.Context, db DB, queue QueueRef, wake func()) (stop func(), err error)
+}
+
+// TableRef names a table: an optional schema and a name.
+type TableRef struct {
+	Schema, Name string
+}
+
+func (t TableRef) String() string {
+	if t.Schema != "" {
+		return t.Schema + "." + t.Name
+	}
+	return t.Name
+}
+
+// QueueRef names a queue: a table and, in a table with a group column, a group.
+type QueueRef struct {
+	Table TableRef
+	Group string
+}

@@ -1,0 +1,48 @@
+package sqlqueue
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// ErrLeaseLost is matched (errors.Is) by the error of a lease-form settlement whose row no
+// longer holds the delivery's lease: the lease ran out and a later claim owns the row. The
+// settlement changed nothing; the later claim settles the row.
+var ErrLeaseLost = errors.New("sqlqueue: lease lost")
+
+// LeaseLostError says which row lost its lease; it matches ErrLeaseLost.
+type LeaseLostError struct {
+	// Queue and Table name where the row lives.
+	Queue, Table string
+	// ID and Attempt identify the delivery.
+	ID      int64
+	Attempt int
+}
+
+func (e *LeaseLostError) Error() string {
+	return "sqlqueue: queue " + strconv.Quote(e.Queue) + " on table " + e.Table + ": lease on row " +
+		strconv.FormatInt(e.ID, 10) + " (attempt " + strconv.Itoa(e.Attempt) + ") ran out; another claim owns it"
+}
+
+// Is makes errors.Is(err, ErrLeaseLost) hold.
+func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
+
+// ColumnError is the start-up error for a table that lacks a column it was described with,
+// or has it with a type of the wrong kind.
+type ColumnError struct {
+	// Table is the table checked.
+	Table string
+	// Column is the column's name; Role is which column of the description it is (attempt,
+	// locked_until, …).
+	Column, Role string
+	// Reason says what is wrong.
+	Reason string
+}
+
+func (e *ColumnError) Error() string {
+	if e.Column == "" {
+		return fmt.Sprintf("sqlqueue: table %s: %s", e.Table, e.Reason)
+	}
+	return fmt.Sprintf("sqlqueue: table %s, column %s (%s): %s", e.Table, e.Column, e.Role, e.Reason)
+}

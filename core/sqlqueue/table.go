@@ -1,0 +1,192 @@
+package sqlqueue
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Table describes a queue table: its name and the names of its columns. ID and Payload are
+// required and default to "id" and "payload"; every other column is absent unless named.
+// StandardTable names them all with their default names; set a field to "" to leave a column
+// out, or to another name to rename it.
+//
+// A table with a Group column holds many queues (one per group value) and its dead letter is
+// a group; without one, a table is one queue and its dead letter is another table with the
+// same columns.
+type Table struct {
+	// Schema optionally qualifies Name (a PostgreSQL schema, a MySQL database, an attached
+	// SQLite database).
+	Schema string
+	// Name is the table's name.
+	Name string
+	// Columns names the table's columns.
+	Columns Columns
+}
+
+// Columns names a queue table's columns; "" leaves an optional column out.
+type Columns struct {
+	// ID is the ordered integer primary key (default "id").
+	ID string
+	// Payload holds the message bytes (default "payload").
+	Payload string
+	// Group names the row's queue; with it one table holds many queues.
+	Group string
+	// Attempt counts deliveries; a DeadLetterAfter cap needs it.
+	Attempt string
+	// RetryAfter holds a row back until a time; without it RetryAfter(d) acts as Retry().
+	RetryAfter string
+	// LockedUntil is the lease (and its token); the lease form needs it.
+	LockedUntil string
+	// ProcessedAt marks a finished row instead of deleting it.
+	ProcessedAt string
+	// Headers holds a JSON object of string headers.
+	Headers string
+	// CreatedAt records when the row was published.
+	CreatedAt string
+}
+
+// StandardTable returns a Table named name with every column under its default name: id,
+// payload, grp, attempt, retry_after, locked_until, processed_at, headers, created_at. With
+// processed_at present, ack and drop mark rows instead of deleting them; leave it out (set it
+// to "") to delete.
+func StandardTable(name string) Table {
+	return Table{Name: name, Columns: Columns{
+		ID: "id", Payload: "payload", Group: "grp", Attempt: "attempt", RetryAfter: "retry_after",
+		LockedUntil: "locked_until", ProcessedAt: "processed_at", Headers: "headers", CreatedAt: "created_at",
+	}}
+}
+
+// Ref returns the table's reference.
+func (t Table) Ref() TableRef { return TableRef{Schema: t.Schema, Name: t.Name} }
+
+// withDefaults fills the required columns' default names.
+func (t Table) withDefaults() Table {
+	if t.Columns.ID == "" {
+		t.Columns.ID = "id"
+	}
+	if t.Columns.Payload == "" {
+		t.Columns.Payload = "payload"
+	}
+	return t
+}
+
+// column is one named column of a Table, for iteration.
+type column struct {
+	role  string // the field's default name, used in messages
+	name  string
+	kinds []ColumnKind
+}
+
+func (t Table) columns() []column {
+	c := t.Columns
+	return []column{
+		{"id", c.ID, []ColumnKind{KindInteger}},
+		{"payload", c.Payload, []ColumnKind{KindBytes, KindText, KindJSON}},
+		{"grp", c.Group, []ColumnKind{KindText}},
+		{"attempt", c.Attempt, []ColumnKind{KindInteger}},
+		{"retry_after", c.RetryAfter, []ColumnKind{KindTime, KindText, KindInteger}},
+		{"locked_until", c.LockedUntil, []ColumnKind{KindTime, KindText, KindInteger}},
+		{"processed_at", c.ProcessedAt, []ColumnKind{KindTime, KindText, KindInteger}},
+		{"headers", c.Headers, []ColumnKind{KindJSON, KindText, KindBytes}},
+		{"created_at", c.CreatedAt, []ColumnKind{KindTime, KindText, KindInteger}},
+	}
+}
+
+// ValidIdent reports whether s may be used as an identifier: a letter or _, then letters,
+// digits, _ or $, at most 63 bytes. Every table and column name is checked with it before
+// the dialect quotes it.
+func ValidIdent(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i, r := range s {
+		switch {
+		case r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'):
+		case i > 0 && ((r >= '0' && r <= '9') || r == '$'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Validate checks every identifier of t and returns an error naming the first bad one.
+func (t Table) Validate() error {
+	t = t.withDefaults()
+	if t.Schema != "" && !ValidIdent(t.Schema) {
+		return fmt.Errorf("sqlqueue: table %q: invalid schema name %q (letters, digits, _ and $, starting with a letter or _)", t.Name, t.Schema)
+	}
+	if !ValidIdent(t.Name) {
+		return fmt.Errorf("sqlqueue: invalid table name %q (letters, digits, _ and $, starting with a letter or _)", t.Name)
+	}
+	seen := map[string]string{}
+	for _, c := range t.columns() {
+		if c.name == "" {
+			continue
+		}
+		if !ValidIdent(c.name) {
+			return fmt.Errorf("sqlqueue: table %s: invalid name %q for the %s column", t.Ref(), c.name, c.role)
+		}
+		if other, ok := seen[strings.ToLower(c.name)]; ok {
+			return fmt.Errorf("sqlqueue: table %s: column %q is named for both %s and %s", t.Ref(), c.name, other, c.role)
+		}
+		seen[strings.ToLower(c.name)] = c.role
+	}
+	return nil
+}
+
+// ParseTableRef reads "name" or "schema.name" (a dead-letter table destination) and validates it.
+func ParseTableRef(s string) (TableRef, error) {
+	var r TableRef
+	if schema, name, ok := strings.Cut(s, "."); ok {
+		r = TableRef{Schema: schema, Name: name}
+	} else {
+		r = TableRef{Name: s}
+	}
+	if (r.Schema != "" && !ValidIdent(r.Schema)) || !ValidIdent(r.Name) {
+		return TableRef{}, fmt.Errorf("sqlqueue: %q is not a valid table name (name or schema.name; letters, digits, _ and $)", s)
+	}
+	return r, nil
+}
+
+// Schema is a validated Table spelled by a dialect: quoted names ready to splice into
+// statements. The engine builds one per subscription; dialects receive it to render their
+// claims. Quoted column fields are "" for absent columns.
+type Schema struct {
+	// Dialect spells the statements.
+	Dialect Dialect
+	// Table is the validated description.
+	Table Table
+	// QTable is the quoted, possibly schema-qualified table name.
+	QTable string
+	// Quoted column names; "" when the column is absent.
+	ID, Payload, Group, Attempt, RetryAfter, LockedUntil, ProcessedAt, Headers, CreatedAt string
+}
+
+// NewSchema validates t and quotes its names with d.
+func NewSchema(d Dialect, t Table) (*Schema, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	t = t.withDefaults()
+	q := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return d.Quote(s)
+	}
+	c := t.Columns
+	return &Schema{
+		Dialect: d, Table: t, QTable: quoteRef(d, t.Ref()),
+		ID: q(c.ID), Payload: q(c.Payload), Group: q(c.Group), Attempt: q(c.Attempt),
+		RetryAfter: q(c.RetryAfter), LockedUntil: q(c.LockedUntil), ProcessedAt: q(c.ProcessedAt),
+		Headers: q(c.Headers), CreatedAt: q(c.CreatedAt),
+	}, nil
+}
+
+func quoteRef(d Dialect, r TableRef) string {
+	if r.Schema != "" {
+		return d.Quote(r.Schema) + "." + d.Quote(r.Name)
+	}
+	return d.Quote(r.Name)
+}
