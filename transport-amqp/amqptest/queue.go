@@ -1,0 +1,158 @@
+package amqptest
+
+import (
+	"slices"
+	"time"
+
+	"github.com/rabbitmq/amqp091-go"
+)
+
+// queue is a declared queue: its flags and arguments, its ready messages in delivery order and
+// its consumers.
+type queue struct {
+	name                           string
+	durable, autoDelete, exclusive bool
+	owner                          *connection // the declaring connection of an exclusive queue
+	args                           amqp091.Table
+	quorum                         bool
+
+	ttl      time.Duration
+	hasTTL   bool
+	dlx      string
+	hasDLX   bool
+	dlrk     string
+	hasDLRK  bool
+	limit    int64
+	hasLimit bool
+
+	ready       []*message
+	unacked     int
+	consumers   []*consumer
+	rr          int
+	hadConsumer bool
+	deleted     bool
+}
+
+// message is one message as a queue holds it.
+type message struct {
+	seq         uint64 // position: a requeued classic message goes back to it
+	exchange    string
+	routingKey  string
+	pub         amqp091.Publishing
+	expiring    bool
+	expires     time.Time
+	redelivered bool
+	deliveries  int64 // quorum queues: how many times it came back (x-delivery-count)
+}
+
+func (m *message) clone() *message {
+	c := *m
+	return &c
+}
+
+// delivery renders the message as RabbitMQ delivers it. Quorum queues add x-delivery-count:
+// basic.get always (0 on the first delivery), basic.consume from the first redelivery on.
+func (m *message) delivery(q *queue, get bool) amqp091.Delivery {
+	h := normalize(m.pub.Headers)
+	if q.quorum && (get || m.deliveries > 0) {
+		if h == nil {
+			h = amqp091.Table{}
+		}
+		h["x-delivery-count"] = m.deliveries
+	}
+	p := m.pub
+	return amqp091.Delivery{
+		Headers:         h,
+		ContentType:     p.ContentType,
+		ContentEncoding: p.ContentEncoding,
+		DeliveryMode:    p.DeliveryMode,
+		Priority:        p.Priority,
+		CorrelationId:   p.CorrelationId,
+		ReplyTo:         p.ReplyTo,
+		Expiration:      p.Expiration,
+		MessageId:       p.MessageId,
+		Timestamp:       p.Timestamp,
+		Type:            p.Type,
+		UserId:          p.UserId,
+		AppId:           p.AppId,
+		Redelivered:     m.redelivered,
+		Exchange:        m.exchange,
+		RoutingKey:      m.routingKey,
+		Body:            slices.Clone(p.Body),
+	}
+}
+
+// requeue returns a delivered message to q. A classic queue puts it back at its original
+// position; a quorum queue appends it (measured on RabbitMQ 3.10: a message rejected with
+// requeue comes after messages already ready and before ones published later), counts the
+// return, and dead-letters it with reason delivery_limit once the count exceeds
+// x-delivery-limit.
+func (b *Broker) requeue(q *queue, m *message, at time.Time) {
+	if q.deleted {
+		return
+	}
+	m.redelivered = true
+	if q.quorum {
+		m.deliveries++
+		if q.hasLimit && m.deliveries > q.limit {
+			b.deadLetter(q, m, "delivery_limit", at)
+			return
+		}
+		q.ready = append(q.ready, m)
+		return
+	}
+	i, _ := slices.BinarySearchFunc(q.ready, m.seq, func(e *message, seq uint64) int {
+		switch {
+		case e.seq < seq:
+			return -1
+		case e.seq > seq:
+			return 1
+		}
+		return 0
+	})
+	q.ready = slices.Insert(q.ready, i, m)
+}
+
+// removeConsumer detaches c from its queue and deletes an auto-delete queue that lost its
+// last consumer.
+func (b *Broker) removeConsumer(c *consumer) {
+	q := c.q
+	if i := slices.Index(q.consumers, c); i >= 0 {
+		q.consumers = slices.Delete(q.consumers, i, i+1)
+		if q.rr > i {
+			q.rr--
+		}
+		if len(q.consumers) > 0 {
+			q.rr %= len(q.consumers)
+		} else {
+			q.rr = 0
+		}
+	}
+	c.pipe.stop()
+	if q.autoDelete && q.hadConsumer && len(q.consumers) == 0 {
+		b.deleteQueue(q)
+	}
+}
+
+// deleteQueue removes q, its bindings and its ready messages, and cancels its consumers
+// (reported to NotifyCancel, as RabbitMQ sends basic.cancel).
+func (b *Broker) deleteQueue(q *queue) int {
+	if q.deleted {
+		return 0
+	}
+	q.deleted = true
+	delete(b.queues, q.name)
+	n := len(q.ready)
+	q.ready = nil
+	for _, ex := range b.exchanges {
+		ex.bindings = slices.DeleteFunc(ex.bindings, func(bd binding) bool { return bd.queue == q.name })
+	}
+	for _, c := range slices.Clone(q.consumers) {
+		delete(c.ch.consumers, c.tag)
+		b.removeConsumer(c)
+		for _, p := range c.ch.cancels {
+			p.push(c.tag)
+		}
+	}
+	return n
+}
