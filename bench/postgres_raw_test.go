@@ -1,0 +1,187 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The raw loops run the statements the PostgreSQL dialect renders for a standard queue table,
+// by hand, with no engine around them: the ceiling settle is measured against.
+
+// pgBenchDDL creates the standard queue table in schema s (the columns settle's default table
+// description names; payload as bytea, headers as jsonb).
+func pgBenchDDL(s string) string {
+	return fmt.Sprintf(`CREATE TABLE %[1]s.q (
+	id bigserial PRIMARY KEY,
+	payload bytea NOT NULL,
+	attempt integer NOT NULL DEFAULT 0,
+	retry_after timestamptz,
+	locked_until timestamptz,
+	headers jsonb,
+	created_at timestamptz NOT NULL DEFAULT now()
+)`, s)
+}
+
+// pgSeed fills schema s's queue table with n small payloads through COPY.
+func pgSeed(ctx context.Context, pool *pgxpool.Pool, s string, n int) error {
+	payload := []byte(`{"n":1}`)
+	rows := make([][]any, n)
+	for i := range rows {
+		rows[i] = []any{payload}
+	}
+	_, err := pool.CopyFrom(ctx, pgx.Identifier{s, "q"}, []string{"payload"}, pgx.CopyFromRows(rows))
+	return err
+}
+
+// rawLoop is one raw contender: it drains the table with w workers, each claiming b rows at a
+// time, and returns how many rows it settled.
+type rawLoop func(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (int64, error)
+
+// runWorkers runs w copies of step until each one reports that the table is empty or fails.
+func runWorkers(ctx context.Context, w int, step func(ctx context.Context) (int, error)) (int64, error) {
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, w)
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n, err := step(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if n == 0 {
+					return
+				}
+				total.Add(int64(n))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return total.Load(), <-errs
+}
+
+func leaseClaimSQL(s string) string {
+	return fmt.Sprintf(`UPDATE %[1]s.q SET locked_until = $1, attempt = attempt + 1
+WHERE id IN (SELECT id FROM %[1]s.q
+	WHERE (retry_after IS NULL OR retry_after <= $2) AND (locked_until IS NULL OR locked_until <= $2)
+	ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
+RETURNING id, payload, attempt, headers`, s)
+}
+
+type claimedRow struct {
+	id      int64
+	payload []byte
+	attempt int32
+	headers []byte
+}
+
+func scanClaimed(rows pgx.Rows, dst []claimedRow) ([]claimedRow, error) {
+	for rows.Next() {
+		var r claimedRow
+		if err := rows.Scan(&r.id, &r.payload, &r.attempt, &r.headers); err != nil {
+			rows.Close()
+			return dst, err
+		}
+		dst = append(dst, r)
+	}
+	return dst, rows.Err()
+}
+
+// rawLeasePerMessage claims b rows by lease and deletes each with its own fenced statement.
+func rawLeasePerMessage(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (int64, error) {
+	claim, del := leaseClaimSQL(s), fmt.Sprintf(`DELETE FROM %s.q WHERE id = $1 AND locked_until = $2`, s)
+	return runWorkers(ctx, w, func(ctx context.Context) (int, error) {
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		tok := now.Add(30 * time.Second)
+		rows, err := pool.Query(ctx, claim, tok, now, b)
+		if err != nil {
+			return 0, err
+		}
+		got, err := scanClaimed(rows, nil)
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range got {
+			ct, err := pool.Exec(ctx, del, r.id, tok)
+			if err != nil {
+				return 0, err
+			}
+			if ct.RowsAffected() != 1 {
+				return 0, fmt.Errorf("row %d: lease lost", r.id)
+			}
+		}
+		return len(got), nil
+	})
+}
+
+// rawLeaseBatched claims b rows by lease and deletes them with one fenced statement.
+func rawLeaseBatched(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (int64, error) {
+	claim := leaseClaimSQL(s)
+	del := fmt.Sprintf(`DELETE FROM %[1]s.q AS q USING unnest($1::bigint[], $2::timestamptz[]) AS s(id, tok)
+WHERE q.id = s.id AND q.locked_until = s.tok RETURNING q.id`, s)
+	return runWorkers(ctx, w, func(ctx context.Context) (int, error) {
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		tok := now.Add(30 * time.Second)
+		rows, err := pool.Query(ctx, claim, tok, now, b)
+		if err != nil {
+			return 0, err
+		}
+		got, err := scanClaimed(rows, nil)
+		if err != nil || len(got) == 0 {
+			return 0, err
+		}
+		ids, toks := make([]int64, len(got)), make([]time.Time, len(got))
+		for i, r := range got {
+			ids[i], toks[i] = r.id, tok
+		}
+		ct, err := pool.Exec(ctx, del, ids, toks)
+		if err != nil {
+			return 0, err
+		}
+		if int(ct.RowsAffected()) != len(got) {
+			return 0, fmt.Errorf("lost %d leases", len(got)-int(ct.RowsAffected()))
+		}
+		return len(got), nil
+	})
+}
+
+// rawRowLock claims b rows with FOR UPDATE SKIP LOCKED in a transaction, deletes them in that
+// transaction (one statement per row when b == 1, one for the batch otherwise) and commits.
+func rawRowLock(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (int64, error) {
+	claim := fmt.Sprintf(`SELECT id, payload, attempt, headers FROM %[1]s.q
+WHERE (retry_after IS NULL OR retry_after <= $1) ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, s)
+	del := fmt.Sprintf(`DELETE FROM %s.q WHERE id = ANY($1)`, s)
+	return runWorkers(ctx, w, func(ctx context.Context) (int, error) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		rows, err := tx.Query(ctx, claim, time.Now().UTC(), b)
+		if err != nil {
+			return 0, err
+		}
+		got, err := scanClaimed(rows, nil)
+		if err != nil || len(got) == 0 {
+			return 0, err
+		}
+		ids := make([]int64, len(got))
+		for i, r := range got {
+			ids[i] = r.id
+		}
+		if _, err := tx.Exec(ctx, del, ids); err != nil {
+			return 0, err
+		}
+		return len(got), tx.Commit(ctx)
+	})
+}
