@@ -1,0 +1,29 @@
+package mysql
+
+import (
+	"errors"
+
+	driver "github.com/go-sql-driver/mysql"
+)
+
+// ErrUnsupportedServer is returned (wrapped, with the version) when the server is older than
+// MySQL 8.0.1 or MariaDB 10.6.
+var ErrUnsupportedServer = errors.New("mysql: unsupported server version")
+
+// Server error numbers the dialect reacts to.
+const (
+	errLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT: the statement waited too long for a row lock
+	errDeadlock        = 1213 // ER_LOCK_DEADLOCK: InnoDB chose this transaction as the deadlock victim
+)
+
+// Transient reports whether err is a deadlock (1213) or a lock wait timeout (1205): the
+// statement lost a race for row locks, the server rolled back the statement or the whole
+// transaction, and running the transaction again from its start is the cure. Claims that fail
+// this way are retried, never reported to a handler.
+func Transient(err error) bool {
+	var me *driver.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	return me.Number == errDeadlock || me.Number == errLockWaitTimeout
+}
