@@ -424,7 +424,7 @@ func newQueue(name string, durable, autoDelete, exclusive bool, args amqp091.Tab
 		}
 	}
 	if q.hasDLRK && !q.hasDLX {
-		return nil, invalidArg("x-dead-letter-routing-key", "\"Key 'x-dead-letter-exchange' is mandatory if 'x-dead-letter-routing-key' is set\"")
+		return nil, invalidArg("x-dead-letter-routing-key", "routing_key_but_no_dlx_defined")
 	}
 	return q, nil
 }
