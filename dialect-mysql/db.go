@@ -1,0 +1,281 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// DB is a MySQL or MariaDB database as settle uses it: a database/sql pool over
+// go-sql-driver/mysql, the server's flavour and version, and the database the queue tables
+// live in. It is the sqlqueue.DB the engine runs statements on, and a core.Backend: register
+// it with the App (app.Register(db)) so that it is closed after the subscriptions stop.
+//
+// Claim transactions run at READ COMMITTED by default (see Isolation): InnoDB then locks only
+// the rows a claim takes, so claimants never wait on each other's gap locks and publishers
+// never wait on claimants.
+type DB struct {
+	pool     *sql.DB
+	owned    bool
+	version  Version
+	database string
+	iso      sql.IsolationLevel
+	txOpts   *sql.TxOptions // set when each transaction must ask for the isolation level itself
+	dialect  *dialect
+}
+
+var _ sqlqueue.DB = (*DB)(nil)
+
+// Option configures a DB.
+type Option func(*dbOptions) error
+
+type dbOptions struct {
+	iso sql.IsolationLevel
+}
+
+// Isolation sets the isolation level of every transaction settle begins: claims, settlements,
+// dead-letter moves and the handler's transaction in transactional mode. The default is
+// sql.LevelReadCommitted. sql.LevelRepeatableRead (the server default) makes a claim's
+// SELECT … FOR UPDATE take gap locks, so publishers wait for claim transactions to end;
+// sql.LevelSerializable adds shared locks to plain reads in transactional handlers;
+// sql.LevelDefault leaves the server's setting alone. Other levels are refused.
+func Isolation(level sql.IsolationLevel) Option {
+	return func(o *dbOptions) error {
+		switch level {
+		case sql.LevelDefault, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
+			o.iso = level
+			return nil
+		}
+		return fmt.Errorf("mysql: Isolation(%v): settle's claims need READ COMMITTED, REPEATABLE READ or SERIALIZABLE (or sql.LevelDefault for the server's setting)", level)
+	}
+}
+
+func buildOptions(opts []Option) (dbOptions, error) {
+	o := dbOptions{iso: sql.LevelReadCommitted}
+	for _, opt := range opts {
+		if opt == nil {
+			return o, errors.New("mysql: nil Option")
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// Open connects to the database named by dsn (go-sql-driver/mysql's format:
+// "user:password@tcp(host:3306)/dbname?parseTime=true"), detects the server's flavour and
+// version, and returns a DB that owns its pool (Close closes it).
+//
+// Every connection of the pool is set up for settle once, when it connects: the isolation
+// level (see Isolation) is set as the session's default, under the flavour's name for it
+// (transaction_isolation on MySQL, tx_isolation on MariaDB), so transactions cost no extra
+// statement. Statement arguments are interpolated on the client (interpolateParams=true), one
+// round trip per statement instead of a prepare, an execute and a close, unless the DSN sets
+// interpolateParams itself.
+func Open(ctx context.Context, dsn string, opts ...Option) (*DB, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	probe, err := openConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	v, database, err := Detect(ctx, probe)
+	probe.Close()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.Clone()
+	if o.iso != sql.LevelDefault {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params[isolationVar(v.Flavour)] = "'" + isolationName(o.iso) + "'"
+	}
+	if !strings.Contains(dsn, "interpolateParams=") {
+		cfg.InterpolateParams = true
+	}
+	pool, err := openConfig(cfg)
+	if err != nil && cfg.InterpolateParams && !strings.Contains(dsn, "interpolateParams=") {
+		// An unsafe collation (one the driver cannot escape for) rules interpolation out.
+		cfg.InterpolateParams = false
+		pool, err = openConfig(cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newDB(pool, true, v, database, o.iso, nil), nil
+}
+
+func openConfig(cfg *gomysql.Config) (*sql.DB, error) {
+	c, err := gomysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	return sql.OpenDB(c), nil
+}
+
+// New wraps a pool the caller opened (and keeps: Close leaves it open), detecting the server's
+// flavour and version through it. The pool's connections are not set up by settle, so each
+// transaction settle begins asks for the isolation level itself (go-sql-driver sends SET
+// TRANSACTION ISOLATION LEVEL before START TRANSACTION: one more round trip per claim); Open
+// avoids that cost.
+func New(ctx context.Context, pool *sql.DB, opts ...Option) (*DB, error) {
+	if pool == nil {
+		return nil, errors.New("mysql: New: nil *sql.DB")
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	v, database, err := Detect(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	var txOpts *sql.TxOptions
+	if o.iso != sql.LevelDefault {
+		txOpts = &sql.TxOptions{Isolation: o.iso}
+	}
+	return newDB(pool, false, v, database, o.iso, txOpts), nil
+}
+
+func newDB(pool *sql.DB, owned bool, v Version, database string, iso sql.IsolationLevel, txOpts *sql.TxOptions) *DB {
+	db := &DB{pool: pool, owned: owned, version: v, database: database, iso: iso, txOpts: txOpts}
+	db.dialect = newDialect(v.Flavour, database)
+	return db
+}
+
+func isolationVar(f Flavour) string {
+	if f == MariaDB {
+		return "tx_isolation"
+	}
+	return "transaction_isolation"
+}
+
+func isolationName(l sql.IsolationLevel) string {
+	switch l {
+	case sql.LevelReadCommitted:
+		return "READ-COMMITTED"
+	case sql.LevelSerializable:
+		return "SERIALIZABLE"
+	}
+	return "REPEATABLE-READ"
+}
+
+// Version is the server's flavour and version, as detected when the DB was opened.
+func (db *DB) Version() Version { return db.version }
+
+// Database is the name of the database the DB's connections use (SELECT DATABASE()).
+func (db *DB) Database() string { return db.database }
+
+// Unwrap returns the *sql.DB underneath, e.g. to size the pool (SetMaxOpenConns) or to run the
+// service's own statements.
+func (db *DB) Unwrap() *sql.DB { return db.pool }
+
+// Close closes the pool if Open created it; a pool given to New stays open.
+func (db *DB) Close() error {
+	if db.owned {
+		return db.pool.Close()
+	}
+	return nil
+}
+
+// Exec runs a statement on some connection of the pool.
+func (db *DB) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
+	return result(db.pool.ExecContext(ctx, q, args...))
+}
+
+// Query runs a query on some connection of the pool.
+func (db *DB) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
+	return db.pool.QueryContext(ctx, q, args...)
+}
+
+// Begin starts a transaction at the DB's isolation level; Unwrap on it returns the *sql.Tx.
+func (db *DB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
+	tx, err := db.pool.BeginTx(ctx, db.txOpts)
+	if err != nil {
+		return nil, err
+	}
+	return &txn{tx: tx}, nil
+}
+
+// Conn reserves one connection of the pool (advisory locks live on it).
+func (db *DB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
+	c, err := db.pool.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{c: c, txOpts: db.txOpts}, nil
+}
+
+type txn struct{ tx *sql.Tx }
+
+func (t *txn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
+	return result(t.tx.ExecContext(ctx, q, args...))
+}
+
+func (t *txn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
+	return t.tx.QueryContext(ctx, q, args...)
+}
+
+func (t *txn) Commit(context.Context) error   { return t.tx.Commit() }
+func (t *txn) Rollback(context.Context) error { return t.tx.Rollback() }
+func (t *txn) Unwrap() any                    { return t.tx }
+
+type conn struct {
+	c      *sql.Conn
+	txOpts *sql.TxOptions
+}
+
+func (c *conn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
+	return result(c.c.ExecContext(ctx, q, args...))
+}
+
+func (c *conn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
+	return c.c.QueryContext(ctx, q, args...)
+}
+
+func (c *conn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
+	tx, err := c.c.BeginTx(ctx, c.txOpts)
+	if err != nil {
+		return nil, err
+	}
+	return &txn{tx: tx}, nil
+}
+
+func (c *conn) Close() error { return c.c.Close() }
+
+// Discard closes the connection for good: database/sql drops a connection whose Raw callback
+// reports driver.ErrBadConn instead of pooling it, and the server ends the session with every
+// lock it held.
+func (c *conn) Discard() error {
+	_ = c.c.Raw(func(any) error { return driver.ErrBadConn })
+	return c.c.Close()
+}
+
+// Unwrap returns the *sql.Conn.
+func (c *conn) Unwrap() any { return c.c }
+
+func result(r sql.Result, err error) (sqlqueue.Result, error) {
+	if err != nil {
+		return sqlqueue.Result{}, err
+	}
+	n, err := r.RowsAffected()
+	if err != nil {
+		return sqlqueue.Result{}, err
+	}
+	id, _ := r.LastInsertId()
+	return sqlqueue.Result{RowsAffected: n, LastInsertID: id}, nil
+}

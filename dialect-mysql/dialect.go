@@ -1,0 +1,196 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// dialect spells settle's statements for one flavour. MySQL and MariaDB share every claim and
+// finishing statement; they differ in INSERT … RETURNING (MariaDB only), which Publish uses
+// to learn a new row's id, and MySQL reads LAST_INSERT_ID() instead.
+type dialect struct {
+	flavour    Flavour
+	lockPrefix string // advisory lock names of this database start with it
+}
+
+var (
+	_ sqlqueue.LeaseDialect    = (*dialect)(nil)
+	_ sqlqueue.RowLockDialect  = (*dialect)(nil)
+	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
+)
+
+// skipLocked follows a claim's SELECT: rows another claim holds are passed over, not waited for.
+const skipLocked = " FOR UPDATE SKIP LOCKED"
+
+func newDialect(f Flavour, database string) *dialect {
+	return &dialect{flavour: f, lockPrefix: lockNamePrefix(database)}
+}
+
+// Name is "mysql" or "mariadb".
+func (d *dialect) Name() string { return d.flavour.String() }
+
+// Quote quotes an identifier with backticks.
+func (d *dialect) Quote(ident string) string { return quote(ident) }
+
+// Placeholder is "?".
+func (d *dialect) Placeholder(int) string { return "?" }
+
+// Time stores timestamps as UTC DATETIME(6) values: the driver sends a time.Time as
+// 'YYYY-MM-DD hh:mm:ss.ffffff', so a lease token written by a claim compares equal to the
+// token its settlement sends. The column must keep microseconds (DATETIME(6) or
+// TIMESTAMP(6)); the start-up check refuses a lease column that would round them away.
+func (d *dialect) Time(t time.Time) any { return t.UTC().Truncate(time.Microsecond) }
+
+// Returning reports INSERT … RETURNING: MariaDB has it (10.5+), MySQL does not.
+func (d *dialect) Returning() bool { return d.flavour == MariaDB }
+
+// columnsSQL reads a table's columns from the catalogue; an empty schema means the
+// connection's current database.
+const columnsSQL = `SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, COALESCE(DATETIME_PRECISION, 0)
+FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ?
+ORDER BY ORDINAL_POSITION`
+
+// Columns lists the columns of t from information_schema.COLUMNS.
+func (d *dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) ([]sqlqueue.ColumnInfo, error) {
+	cols, err := readColumns(ctx, q, t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sqlqueue.ColumnInfo, len(cols))
+	for i, c := range cols {
+		out[i] = c.ColumnInfo
+	}
+	return out, nil
+}
+
+// column is a catalogue column with what only MySQL's catalogue tells: the fractional-second
+// precision of a date/time column.
+type column struct {
+	sqlqueue.ColumnInfo
+	precision int
+}
+
+func readColumns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) ([]column, error) {
+	rows, err := q.Query(ctx, columnsSQL, t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: reading the columns of %s from information_schema: %w", t, err)
+	}
+	defer rows.Close()
+	var cols []column
+	for rows.Next() {
+		var c column
+		var dataType string
+		var prec int64
+		if err := rows.Scan(&c.Name, &c.Type, &dataType, &prec); err != nil {
+			return nil, fmt.Errorf("mysql: reading the columns of %s: %w", t, err)
+		}
+		c.Kind = kindOf(strings.ToLower(dataType))
+		c.precision = int(prec)
+		cols = append(cols, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysql: reading the columns of %s: %w", t, err)
+	}
+	return cols, rows.Close()
+}
+
+func kindOf(dataType string) sqlqueue.ColumnKind {
+	switch dataType {
+	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
+		return sqlqueue.KindInteger
+	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext":
+		return sqlqueue.KindText
+	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
+		return sqlqueue.KindBytes
+	case "json":
+		return sqlqueue.KindJSON
+	case "datetime", "timestamp":
+		return sqlqueue.KindTime
+	}
+	return sqlqueue.KindUnknown
+}
+
+// RowLockClaim selects ready rows with FOR UPDATE SKIP LOCKED in the claim transaction.
+func (d *dialect) RowLockClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
+	return sqlqueue.SelectClaim(s, skipLocked), nil
+}
+
+// LeaseClaim selects ready rows with FOR UPDATE SKIP LOCKED, then stamps the token and
+// attempt + 1 on them with one UPDATE, in one short transaction (neither flavour has
+// UPDATE … RETURNING).
+func (d *dialect) LeaseClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
+	return sqlqueue.SelectThenUpdateClaim(s, skipLocked), nil
+}
+
+// ErrUnlockUnconfirmed is wrapped by the error of an advisory unlock that the server did not
+// confirm (RELEASE_LOCK returned 0 or NULL, or failed): the connection that may still hold the
+// lock has been closed, which releases it.
+var ErrUnlockUnconfirmed = errors.New("mysql: advisory lock release not confirmed; connection closed")
+
+// TryLock takes the key's lock with GET_LOCK(name, 0) on c, without waiting. The name is
+// settle's prefix, the database and the key, hashed past 64 characters (lockName).
+func (d *dialect) TryLock(ctx context.Context, c sqlqueue.Conn, key string) (bool, error) {
+	rows, err := c.Query(ctx, "SELECT GET_LOCK(?, 0)", lockName(d.lockPrefix, key))
+	if err != nil {
+		return false, err
+	}
+	var got *int64
+	if err := scanOne(rows, &got); err != nil {
+		return false, err
+	}
+	return got != nil && *got == 1, nil
+}
+
+// Unlock releases the key's lock with RELEASE_LOCK on c. A release the server does not
+// confirm (an error, or a result other than 1) closes c for good, so that whatever c held
+// goes with its session, and is reported as ErrUnlockUnconfirmed.
+func (d *dialect) Unlock(ctx context.Context, c sqlqueue.Conn, key string) error {
+	name := lockName(d.lockPrefix, key)
+	rows, err := c.Query(ctx, "SELECT RELEASE_LOCK(?)", name)
+	var got *int64
+	if err == nil {
+		err = scanOne(rows, &got)
+	}
+	if err == nil && got != nil && *got == 1 {
+		return nil
+	}
+	_ = c.Discard()
+	if err != nil {
+		return fmt.Errorf("%w: RELEASE_LOCK(%q): %w", ErrUnlockUnconfirmed, name, err)
+	}
+	res := "NULL (no such lock)"
+	if got != nil {
+		res = "0 (held by another session)"
+	}
+	return fmt.Errorf("%w: RELEASE_LOCK(%q) returned %s", ErrUnlockUnconfirmed, name, res)
+}
+
+// KeyText reads a key expression back as text.
+func (d *dialect) KeyText(expr string) string { return "CAST(" + expr + " AS CHAR)" }
+
+// FreeKey is the condition that keeps a candidate row whose key's lock nobody holds, so that a
+// claim does not offer rows another connection is working on: IS_USED_LOCK on the same name
+// TryLock takes.
+func (d *dialect) FreeKey(keyExpr string) string {
+	return "IS_USED_LOCK(" + lockNameSQL(d.lockPrefix, d.KeyText(keyExpr)) + ") IS NULL"
+}
+
+func scanOne(rows sqlqueue.Rows, dst any) error {
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return errors.New("mysql: no row returned")
+	}
+	if err := rows.Scan(dst); err != nil {
+		return err
+	}
+	return rows.Close()
+}
