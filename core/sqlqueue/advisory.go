@@ -1,0 +1,267 @@
+package sqlqueue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/settlehq/settle/core"
+)
+
+// advisory is the advisory-lock form's source and finisher. Each worker has a dedicated
+// connection; a row is taken by locking its key on a free connection (TryLock), then counting
+// the attempt. Its finishing statement commits on its own on that connection, and the key is
+// unlocked afterwards, also when the statement failed.
+type advisory struct {
+	rt *runtime
+	ad AdvisoryDialect
+
+	buf      []*delivery
+	pos      int
+	released chan struct{}
+
+	mu    sync.Mutex
+	conns []*advConn
+}
+
+// advConn is one dedicated connection; it holds at most one delivery's key.
+type advConn struct {
+	c    Conn
+	busy bool
+}
+
+func newAdvisory(rt *runtime) *advisory {
+	a := &advisory{rt: rt, ad: rt.q.adv, released: make(chan struct{}, 1)}
+	for range max(rt.sub.Options.Workers, 1) {
+		a.conns = append(a.conns, &advConn{})
+	}
+	return a
+}
+
+func (a *advisory) Next(ctx context.Context) (core.Delivery, error) {
+	for {
+		if a.pos < len(a.buf) {
+			d := a.buf[a.pos]
+			a.buf[a.pos] = nil
+			a.pos++
+			return d, nil
+		}
+		woken := a.rt.wake.wait()
+		n, err := a.take(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			continue
+		}
+		if err := a.rt.waitReady(ctx, woken, a.released); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (a *advisory) free() []*advConn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []*advConn
+	for _, c := range a.conns {
+		if !c.busy {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+type candidate struct {
+	id  int64
+	key string
+}
+
+// take locks and takes ready rows, at most one per free connection.
+func (a *advisory) take(ctx context.Context) (int, error) {
+	rt := a.rt
+	free := a.free()
+	if len(free) == 0 {
+		return 0, nil
+	}
+	p := ClaimParams{Now: rt.now(), Limit: max(rt.cfg.batch, len(free)), Group: rt.q.group}
+	rows, err := rt.db.Query(ctx, rt.st.candidates, rt.st.candB.bind(p, nil)...)
+	if err != nil {
+		return 0, err
+	}
+	var cands []candidate
+	for rows.Next() {
+		var c candidate
+		if err := rows.Scan(&c.id, &c.key); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		cands = append(cands, c)
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return 0, err
+	}
+	rows.Close()
+	a.buf, a.pos = a.buf[:0], 0
+	prefix := rt.table + ":"
+	for _, c := range cands {
+		if len(free) == 0 {
+			break
+		}
+		ac := free[0]
+		if ac.c == nil {
+			conn, err := rt.db.Conn(ctx)
+			if err != nil {
+				return len(a.buf), err
+			}
+			ac.c = conn
+		}
+		key := prefix + c.key
+		ok, err := a.ad.TryLock(ctx, ac.c, key)
+		if err != nil {
+			a.discard(ac)
+			return len(a.buf), fmt.Errorf("sqlqueue: locking advisory key %q: %w", key, err)
+		}
+		if !ok {
+			continue
+		}
+		d, err := a.stamp(ctx, ac, c.id, p)
+		if err != nil || d == nil {
+			a.unlock(ac, key)
+			if err != nil {
+				return len(a.buf), err
+			}
+			continue
+		}
+		d.key = key
+		a.mu.Lock()
+		ac.busy = true
+		a.mu.Unlock()
+		free = free[1:]
+		a.buf = append(a.buf, d)
+	}
+	return len(a.buf), nil
+}
+
+// stamp counts the attempt of a row whose key is held and reads it; nil when the row is no
+// longer ready (another process finished it between the look and the lock).
+func (a *advisory) stamp(ctx context.Context, ac *advConn, id int64, p ClaimParams) (*delivery, error) {
+	rt := a.rt
+	args := append([]any{id}, rt.st.takeB.bind(p, nil)...)
+	r, err := ac.c.Exec(ctx, rt.st.takeStamp, args...)
+	if err != nil || r.RowsAffected == 0 {
+		return nil, err
+	}
+	rows, err := ac.c.Query(ctx, rt.st.takeRead, id)
+	if err != nil {
+		return nil, err
+	}
+	got, err := scanTaken(rows, id)
+	if err != nil || got == nil {
+		return nil, err
+	}
+	return &delivery{rt: rt, id: id, attempt: got.Attempt, payload: got.Payload, headers: got.Headers, ac: ac}, nil
+}
+
+func scanTaken(rows Rows, id int64) (*Claimed, error) {
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	c := &Claimed{ID: id}
+	var att int64
+	if err := rows.Scan(&c.Payload, &att, &c.Headers); err != nil {
+		return nil, err
+	}
+	c.Attempt = int(att)
+	return c, rows.Close()
+}
+
+// Finish runs d's statement on its connection, then unlocks its key.
+func (a *advisory) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, settled core.Settled) {
+	d := cd.(*delivery)
+	ctx = context.WithoutCancel(ctx)
+	rt := a.rt
+	v = rt.effective(d, v)
+	ac := d.ac
+	err := func() error {
+		if h := d.openTx(); h != nil {
+			h.closed = true
+			if v.Action == core.ActAck {
+				if _, err := rt.finish(ctx, h.tx, d, v, rt.now()); err != nil {
+					_ = h.tx.Rollback(ctx)
+					return err
+				}
+				return h.tx.Commit(ctx)
+			}
+			if err := h.tx.Rollback(ctx); err != nil {
+				return err
+			}
+		}
+		if v.Action == core.ActAbandon {
+			return nil
+		}
+		if !rt.needsTx(v) {
+			_, err := rt.finish(ctx, ac.c, d, v, rt.now())
+			return err
+		}
+		tx, err := ac.c.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := rt.finish(ctx, tx, d, v, rt.now()); err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		return tx.Commit(ctx)
+	}()
+	a.unlock(ac, d.key)
+	if settled != nil {
+		settled(d, v, err)
+	}
+}
+
+// unlock releases key and frees the connection; a connection that cannot unlock is discarded,
+// which releases everything it held.
+func (a *advisory) unlock(ac *advConn, key string) {
+	if err := a.ad.Unlock(context.Background(), ac.c, key); err != nil {
+		a.rt.log.Warn("sqlqueue: advisory unlock failed; closing the connection to release it", "key", key, "error", err)
+		a.discard(ac)
+	}
+	a.mu.Lock()
+	ac.busy = false
+	a.mu.Unlock()
+	select {
+	case a.released <- struct{}{}:
+	default:
+	}
+}
+
+func (a *advisory) discard(ac *advConn) {
+	if ac.c != nil {
+		_ = ac.c.Discard()
+		ac.c = nil
+	}
+}
+
+// Close unlocks the rows taken but never handed out and gives the connections back.
+func (a *advisory) Close() error {
+	for _, d := range a.buf[a.pos:] {
+		a.unlock(d.ac, d.key)
+	}
+	a.buf, a.pos = nil, 0
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var err error
+	for _, ac := range a.conns {
+		if ac.c != nil {
+			if e := ac.c.Close(); e != nil && err == nil {
+				err = e
+			}
+			ac.c = nil
+		}
+	}
+	a.rt.closeListen()
+	return err
+}

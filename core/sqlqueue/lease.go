@@ -1,0 +1,473 @@
+package sqlqueue
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+)
+
+// lease is the lease form's source and finisher. The claim stamps locked_until (the token)
+// and attempt + 1 and commits; finishing statements are fenced by the token. Settlements are
+// grouped: finished deliveries queue up for the settler goroutine, which runs their statements
+// in one transaction (one statement per token for ack and drop) when a claim's worth has
+// finished, when every claimed delivery has finished, or after the linger. The settler also
+// extends the leases of everything claimed at half the lease.
+type lease struct {
+	rt *runtime
+
+	// source side, used by core's dispatcher goroutine only
+	buf      []*delivery
+	pos      int
+	claimBuf []Claimed
+
+	mu          sync.Mutex
+	batches     []*leaseBatch
+	outstanding int // claimed, not yet settled
+
+	qmu     sync.Mutex
+	queue   []item
+	queued  time.Time // when the oldest queued item arrived
+	signal  chan struct{}
+	stop    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+}
+
+type leaseBatch struct {
+	ds   []delivery
+	left int
+}
+
+// item is one finished delivery waiting for the settler.
+type item struct {
+	d       *delivery
+	v       core.Verdict
+	settled core.Settled
+}
+
+func newLease(rt *runtime) *lease {
+	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	go l.settler()
+	return l
+}
+
+// Next hands out the next claimed delivery, claiming a batch when none is left.
+func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
+	for {
+		if l.pos < len(l.buf) {
+			d := l.buf[l.pos]
+			l.buf[l.pos] = nil
+			l.pos++
+			return d, nil
+		}
+		woken := l.rt.wake.wait()
+		n, err := l.claim(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			continue
+		}
+		if err := l.rt.waitReady(ctx, woken, nil); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func (l *lease) claim(ctx context.Context) (int, error) {
+	rt := l.rt
+	now := rt.now()
+	p := ClaimParams{Now: now, Token: nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
+	tx, err := rt.db.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := rt.doClaim(ctx, tx, p, l.claimBuf[:0])
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	l.claimBuf = rows[:0]
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	b := &leaseBatch{ds: newDeliveries(rt, rows), left: len(rows)}
+	clear(rows)
+	l.buf, l.pos = l.buf[:0], 0
+	for i := range b.ds {
+		d := &b.ds[i]
+		d.token, d.lb = p.Token, b
+		l.buf = append(l.buf, d)
+	}
+	l.mu.Lock()
+	l.batches = append(l.batches, b)
+	l.outstanding += len(b.ds)
+	l.mu.Unlock()
+	return len(b.ds), nil
+}
+
+// Finish settles d: at once when it carries a transaction, a custom event or PerMessage is
+// set, otherwise through the settler.
+func (l *lease) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, settled core.Settled) {
+	d := cd.(*delivery)
+	ctx = context.WithoutCancel(ctx)
+	rt := l.rt
+	v = rt.effective(d, v)
+	if h := d.openTx(); h != nil {
+		h.closed = true
+		if v.Action == core.ActAck {
+			l.finishInTx(ctx, d, h.tx, v, settled)
+			return
+		}
+		if err := h.tx.Rollback(ctx); err != nil {
+			rt.log.Warn("sqlqueue: rolling back the handler's transaction", "message_id", d.ID(), "attempt", d.attempt, "error", err)
+		}
+	}
+	if rt.cfg.perMessage || rt.eventFor(v.Action) != nil {
+		tx, err := rt.db.Begin(ctx)
+		if err != nil {
+			l.done(d, v, err, settled)
+			return
+		}
+		l.finishInTx(ctx, d, tx, v, settled)
+		return
+	}
+	l.qmu.Lock()
+	if len(l.queue) == 0 {
+		l.queued = rt.clock.Now()
+	}
+	l.queue = append(l.queue, item{d: d, v: v, settled: settled})
+	l.qmu.Unlock()
+	l.poke()
+}
+
+// finishInTx runs d's statement in tx and commits; no matching row rolls back with ErrLeaseLost.
+func (l *lease) finishInTx(ctx context.Context, d *delivery, tx Transaction, v core.Verdict, settled core.Settled) {
+	d.mu.Lock()
+	ok, err := l.rt.finish(ctx, tx, d, v, l.rt.now())
+	switch {
+	case err != nil:
+		_ = tx.Rollback(ctx)
+	case !ok:
+		_ = tx.Rollback(ctx)
+		err = l.lost(d)
+	default:
+		err = tx.Commit(ctx)
+	}
+	d.mu.Unlock()
+	l.done(d, v, err, settled)
+}
+
+func (l *lease) lost(d *delivery) error {
+	l.rt.log.Warn("sqlqueue: lease lost; another claim owns the row and the settlement changed nothing",
+		"queue", l.rt.q.name, "message_id", d.ID(), "attempt", d.attempt)
+	return &LeaseLostError{Queue: l.rt.q.name, Table: l.rt.table, ID: d.id, Attempt: d.attempt}
+}
+
+// done records d's settlement and reports it.
+func (l *lease) done(d *delivery, v core.Verdict, err error, settled core.Settled) {
+	d.mu.Lock()
+	d.settled = true
+	d.mu.Unlock()
+	l.forget(d)
+	if settled != nil {
+		settled(d, v, err)
+	}
+	l.poke()
+}
+
+func (l *lease) forget(d *delivery) {
+	l.mu.Lock()
+	l.outstanding--
+	b := d.lb
+	b.left--
+	if b.left == 0 {
+		for i, x := range l.batches {
+			if x == b {
+				last := len(l.batches) - 1
+				l.batches[i] = l.batches[last]
+				l.batches[last] = nil
+				l.batches = l.batches[:last]
+				break
+			}
+		}
+	}
+	l.mu.Unlock()
+}
+
+func (l *lease) poke() {
+	select {
+	case l.signal <- struct{}{}:
+	default:
+	}
+}
+
+// settler flushes finished deliveries and extends leases; it owns every grouped statement.
+func (l *lease) settler() {
+	defer close(l.stopped)
+	rt := l.rt
+	half := rt.cfg.lease / 2
+	ext := rt.clock.NewTimer(half)
+	defer ext.Stop()
+	var linger clock.Timer
+	var lingerC <-chan time.Time
+	for {
+		force := false
+		select {
+		case <-l.signal:
+		case <-ext.C():
+			l.flushReady(true)
+			l.extend()
+			ext.Reset(half)
+			continue
+		case <-lingerC:
+			lingerC = nil
+			force = true
+		case <-l.stop:
+			l.flushReady(true)
+			if linger != nil {
+				linger.Stop()
+			}
+			return
+		}
+		if wait := l.flushReady(force); wait > 0 {
+			if lingerC == nil {
+				if linger == nil {
+					linger = rt.clock.NewTimer(wait)
+				} else {
+					linger.Reset(wait)
+				}
+				lingerC = linger.C()
+			}
+		} else if lingerC != nil {
+			linger.Stop()
+			lingerC = nil
+		}
+	}
+}
+
+// flushReady flushes what is queued when it should go now, and otherwise returns how long the
+// oldest item may still wait.
+func (l *lease) flushReady(force bool) time.Duration {
+	rt := l.rt
+	for {
+		l.qmu.Lock()
+		n := len(l.queue)
+		if n == 0 {
+			l.qmu.Unlock()
+			return 0
+		}
+		l.mu.Lock()
+		all := n >= l.outstanding
+		l.mu.Unlock()
+		waited := rt.clock.Now().Sub(l.queued)
+		if !force && !all && n < min(rt.cfg.maxFlush, rt.cfg.batch) && waited < rt.cfg.linger {
+			l.qmu.Unlock()
+			return rt.cfg.linger - waited
+		}
+		take := min(n, rt.cfg.maxFlush)
+		items := make([]item, take)
+		copy(items, l.queue)
+		rest := copy(l.queue, l.queue[take:])
+		clear(l.queue[rest:])
+		l.queue = l.queue[:rest]
+		if rest > 0 {
+			l.queued = rt.clock.Now()
+		}
+		l.qmu.Unlock()
+		l.flush(items)
+		force = false
+	}
+}
+
+// flush settles items in one transaction.
+func (l *lease) flush(items []item) {
+	rt := l.rt
+	ctx := context.Background()
+	now := rt.now()
+	lost := make([]bool, len(items))
+	err := l.flushFast(ctx, items, lost, now)
+	if err == errMismatch {
+		clear(lost)
+		err = l.flushEach(ctx, items, lost, now)
+	}
+	for i, it := range items {
+		e := err
+		if e == nil && lost[i] {
+			e = l.lost(it.d)
+		}
+		l.done(it.d, it.v, e, it.settled)
+	}
+}
+
+type mismatch struct{}
+
+func (mismatch) Error() string { return "sqlqueue: grouped settlement matched fewer rows than it settles" }
+
+var errMismatch error = mismatch{}
+
+// flushFast settles ack and drop with one statement per token; when one matches fewer rows
+// than it names, it rolls back and returns errMismatch so that flushEach finds which.
+func (l *lease) flushFast(ctx context.Context, items []item, lost []bool, now time.Time) error {
+	rt := l.rt
+	tx, err := rt.db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	handled := make([]bool, len(items))
+	var args []any
+	for i, it := range items {
+		if handled[i] || !isDone(it.v.Action) {
+			continue
+		}
+		tok := it.d.token
+		args = args[:0]
+		if rt.st.doneMark {
+			args = append(args, rt.d.Time(now))
+		}
+		args = append(args, rt.d.Time(tok))
+		ids := 0
+		for j := i; j < len(items); j++ {
+			if !handled[j] && isDone(items[j].v.Action) && items[j].d.token.Equal(tok) {
+				handled[j] = true
+				args = append(args, items[j].d.id)
+				ids++
+			}
+		}
+		r, err := tx.Exec(ctx, rt.st.doneMany.sql(ids), args...)
+		if err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		if r.RowsAffected != int64(ids) {
+			_ = tx.Rollback(ctx)
+			return errMismatch
+		}
+	}
+	for i, it := range items {
+		if handled[i] {
+			continue
+		}
+		ok, err := rt.finish(ctx, tx, it.d, it.v, now)
+		if err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		lost[i] = !ok
+	}
+	return tx.Commit(ctx)
+}
+
+// flushEach settles every item with its own fenced statement, in one transaction.
+func (l *lease) flushEach(ctx context.Context, items []item, lost []bool, now time.Time) error {
+	tx, err := l.rt.db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	for i, it := range items {
+		ok, err := l.rt.finish(ctx, tx, it.d, it.v, now)
+		if err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		lost[i] = !ok
+	}
+	return tx.Commit(ctx)
+}
+
+func isDone(a core.Action) bool { return a == core.ActAck || a == core.ActDrop }
+
+// extend renews the lease of every claimed delivery not yet settled. A row whose lease already
+// belongs to a later claim is marked lost; its settlement will report ErrLeaseLost.
+func (l *lease) extend() {
+	rt := l.rt
+	l.mu.Lock()
+	var ds []*delivery
+	for _, b := range l.batches {
+		for i := range b.ds {
+			ds = append(ds, &b.ds[i])
+		}
+	}
+	l.mu.Unlock()
+	if len(ds) == 0 {
+		return
+	}
+	ctx := context.Background()
+	now := rt.now()
+	tok := nextToken(now.Add(rt.cfg.lease))
+	tx, err := rt.db.Begin(ctx)
+	if err != nil {
+		rt.log.Error("sqlqueue: extending leases", "error", err)
+		return
+	}
+	var held []*delivery
+	var renewed []bool
+	defer func() {
+		for _, d := range held {
+			d.mu.Unlock()
+		}
+	}()
+	for _, d := range ds {
+		if !d.mu.TryLock() {
+			continue // being settled right now
+		}
+		if d.settled || d.lost {
+			d.mu.Unlock()
+			continue
+		}
+		held = append(held, d)
+		r, err := tx.Exec(ctx, rt.st.extend, rt.d.Time(tok), d.id, rt.d.Time(d.token))
+		if err != nil {
+			_ = tx.Rollback(ctx)
+			rt.log.Error("sqlqueue: extending leases", "error", err)
+			return
+		}
+		renewed = append(renewed, r.RowsAffected > 0)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		rt.log.Error("sqlqueue: extending leases", "error", err)
+		return
+	}
+	for i, d := range held {
+		if renewed[i] {
+			d.token = tok
+			continue
+		}
+		d.lost = true
+		rt.log.Warn("sqlqueue: lease lost while the handler works; another claim owns the row",
+			"queue", rt.q.name, "message_id", d.ID(), "attempt", d.attempt)
+	}
+	rt.log.Debug("sqlqueue: leases extended", "rows", len(held), "locked_until", tok)
+}
+
+// Close releases the deliveries claimed but never handed out and stops the settler.
+func (l *lease) Close() error {
+	var err error
+	l.once.Do(func() {
+		rest := l.buf[l.pos:]
+		if len(rest) > 0 {
+			ctx := context.Background()
+			items := make([]item, len(rest))
+			for i, d := range rest {
+				items[i] = item{d: d, v: core.Verdict{Action: core.ActAbandon}}
+			}
+			lost := make([]bool, len(items))
+			err = l.flushEach(ctx, items, lost, l.rt.now())
+			for _, it := range items {
+				it.d.settled = true
+				l.forget(it.d)
+			}
+			l.buf, l.pos = nil, 0
+		}
+		close(l.stop)
+		<-l.stopped
+		l.rt.closeListen()
+	})
+	return err
+}

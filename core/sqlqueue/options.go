@@ -1,0 +1,233 @@
+package sqlqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/settlehq/settle/core"
+)
+
+// Defaults of the mount options.
+const (
+	// DefaultLease is how long a lease-form claim holds a row before another claim may take
+	// it; the engine extends it at half its length while the handler works.
+	DefaultLease = 30 * time.Second
+	// DefaultPollInterval is how long a claimant waits after finding the queue empty, unless
+	// a publish wakes it first.
+	DefaultPollInterval = time.Second
+	// DefaultFlushLinger bounds how long a finished delivery waits for others to share its
+	// settlement statement.
+	DefaultFlushLinger = 20 * time.Millisecond
+	// DefaultMaxFlush is the most deliveries settled by one grouped flush.
+	DefaultMaxFlush = 500
+)
+
+type configKey struct{}
+
+// config is the engine's part of a subscription's options.
+type config struct {
+	transactional bool
+	lease         time.Duration
+	batch         int
+	poll          time.Duration
+	perMessage    bool
+	maxFlush      int
+	linger        time.Duration
+	advisoryKey   string
+	events        [numEvents]Event
+}
+
+func configOf(o *core.Options) *config {
+	if v, ok := o.Ext(configKey{}); ok {
+		return v.(*config)
+	}
+	c := &config{lease: DefaultLease, poll: DefaultPollInterval, maxFlush: DefaultMaxFlush, linger: DefaultFlushLinger}
+	o.SetExt(configKey{}, c)
+	return c
+}
+
+func option(f func(c *config) error) core.Option {
+	return core.OptionFunc(func(o *core.Options) error { return f(configOf(o)) })
+}
+
+// Transactional gives the handler its delivery's transaction: sqlqueue.Tx(ctx), or the
+// dialect's typed accessor (sqlite.Tx). Ack commits the handler's writes together with the
+// settlement; every other outcome rolls them back first (a savepoint in the row-lock form),
+// then settles. In the lease form the transaction begins on first use, and a lost lease rolls
+// everything back and reports ErrLeaseLost.
+func Transactional() core.Option {
+	return option(func(c *config) error { c.transactional = true; return nil })
+}
+
+// LeaseFor sets the lease-form lease (default 30 s). The engine extends it at half its length
+// while the handler works; d must be positive.
+func LeaseFor(d time.Duration) core.Option {
+	return option(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("sqlqueue.LeaseFor(%v): the lease must be positive", d)
+		}
+		c.lease = d
+		return nil
+	})
+}
+
+// BatchSize sets how many rows one claim takes (default: 10 per worker, at most 100). The
+// claimed rows wait for free workers, their leases extended, and in the row-lock form all of
+// them settle with one commit.
+func BatchSize(n int) core.Option {
+	return option(func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("sqlqueue.BatchSize(%d): need at least 1", n)
+		}
+		c.batch = n
+		return nil
+	})
+}
+
+// PollInterval sets how long a claimant waits after finding no ready row (default 1 s). A
+// publish through a Publisher of the same process, or a dialect's notification, wakes it at
+// once.
+func PollInterval(d time.Duration) core.Option {
+	return option(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("sqlqueue.PollInterval(%v): the interval must be positive", d)
+		}
+		c.poll = d
+		return nil
+	})
+}
+
+// PerMessage settles every delivery with its own statement and commit instead of grouping
+// settlements: the lease form then commits once per message and the row-lock form claims one
+// row per transaction. It costs throughput (one commit per message caps a queue at a few
+// thousand messages a second) and buys the shortest time between a handler's return and its
+// durable settlement.
+func PerMessage() core.Option {
+	return option(func(c *config) error { c.perMessage = true; return nil })
+}
+
+// FlushLimits bounds grouped settlement in the lease form: one flush settles at most max
+// deliveries, and a finished delivery waits at most linger (on the App's clock) for others to
+// share its flush. A flush also starts at once when every claimed delivery of the subscription
+// has finished. Defaults: 500 and 20 ms.
+func FlushLimits(max int, linger time.Duration) core.Option {
+	return option(func(c *config) error {
+		if max < 1 {
+			return fmt.Errorf("sqlqueue.FlushLimits(%d, %v): max must be at least 1", max, linger)
+		}
+		if linger < 0 {
+			return fmt.Errorf("sqlqueue.FlushLimits(%d, %v): linger must not be negative", max, linger)
+		}
+		c.maxFlush, c.linger = max, linger
+		return nil
+	})
+}
+
+// AdvisoryKey sets the SQL expression over the queue table's columns whose value keys the
+// advisory lock of a row (default: the id column). Rows with the same key are worked one at a
+// time. The expression is the user's own SQL and is spliced as given.
+func AdvisoryKey(expr string) core.Option {
+	return option(func(c *config) error {
+		if strings.TrimSpace(expr) == "" {
+			return errors.New("sqlqueue.AdvisoryKey(\"\"): the key expression is empty")
+		}
+		c.advisoryKey = expr
+		return nil
+	})
+}
+
+// EventKind names a statement a subscription may replace with its own.
+type EventKind uint8
+
+const (
+	// EventClaim replaces the claim: its last statement must return the claimed rows' id,
+	// payload, attempt and headers (NULL when absent), in that order; in the lease form it
+	// must stamp locked_until = EventInput.Token.
+	EventClaim EventKind = iota
+	// EventAck replaces the statement of an ack.
+	EventAck
+	// EventDrop replaces the statement of a drop.
+	EventDrop
+	// EventRetry replaces the statement of a retry.
+	EventRetry
+	// EventRetryAfter replaces the statement of a retry after a delay.
+	EventRetryAfter
+	// EventDeadLetter replaces the move to the dead letter.
+	EventDeadLetter
+	numEvents
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventClaim:
+		return "claim"
+	case EventAck:
+		return "ack"
+	case EventDrop:
+		return "drop"
+	case EventRetry:
+		return "retry"
+	case EventRetryAfter:
+		return "retry_after"
+	case EventDeadLetter:
+		return "dead_letter"
+	}
+	return "event(?)"
+}
+
+// EventInput is what a custom event is told. It is plain data, so an out-of-process plugin can
+// receive it and answer with statements.
+type EventInput struct {
+	Kind EventKind
+	Form Form
+	// Dialect is the dialect's name ("sqlite", "postgres", …): placeholders and types follow it.
+	Dialect string
+	// Queue and Table name where the row lives.
+	Queue string
+	Table TableRef
+	// Group is the queue's group in a table with a group column.
+	Group string
+	// Now is the engine's current time.
+	Now time.Time
+	// ID and Attempt identify the delivery (not set for EventClaim).
+	ID      int64
+	Attempt int
+	// Token is the delivery's lease (lease form); for EventClaim, the lease to stamp.
+	Token time.Time
+	// RetryAfter is when a retried row becomes ready again (EventRetryAfter).
+	RetryAfter time.Time
+	// Dest is the dead-letter group or table (EventDeadLetter).
+	Dest string
+	// Limit is the most rows to claim (EventClaim).
+	Limit int
+}
+
+// Statement is one SQL statement with its arguments. time.Time arguments are converted with
+// the dialect's Time, so they compare with the engine's own timestamps.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// Event returns the statements that replace one of the dialect's. They run in place of the
+// dialect's: in the same transaction (lease flush, row-lock claim) or on the same connection
+// (advisory). In the lease form, statements that together change no row report ErrLeaseLost.
+// A custom finishing statement is run per delivery, outside grouped settlement.
+type Event func(ctx context.Context, in EventInput) ([]Statement, error)
+
+// OnEvent replaces the dialect's statement for kind with ev.
+func OnEvent(kind EventKind, ev Event) core.Option {
+	return option(func(c *config) error {
+		if kind >= numEvents {
+			return fmt.Errorf("sqlqueue.OnEvent(%d): unknown event kind", kind)
+		}
+		if ev == nil {
+			return fmt.Errorf("sqlqueue.OnEvent(%v, nil): no event function", kind)
+		}
+		c.events[kind] = ev
+		return nil
+	})
+}

@@ -1,0 +1,254 @@
+package sqlqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+)
+
+// queue is an Endpoint: one queue (a table, or a group of a table) in one claim form.
+type queue struct {
+	form    Form
+	d       Dialect
+	db      DB
+	schema  *Schema
+	group   string
+	name    string
+	lease   LeaseDialect
+	rowLock RowLockDialect
+	adv     AdvisoryDialect
+}
+
+// NewLease returns the lease-form endpoint of a queue: the table t, and in a table with a
+// group column, the group (empty otherwise). Dialect modules call it from their constructors.
+func NewLease(d LeaseDialect, db DB, t Table, group string) (core.Endpoint, error) {
+	q, err := newQueue(FormLease, d, db, t, group)
+	if err != nil {
+		return nil, err
+	}
+	if q.schema.LockedUntil == "" {
+		return nil, fmt.Errorf("sqlqueue: table %s: the lease form needs a locked_until column (Columns.LockedUntil)", t.Ref())
+	}
+	q.lease = d
+	return q, nil
+}
+
+// NewRowLock returns the row-lock-form endpoint of a queue (see NewLease).
+func NewRowLock(d RowLockDialect, db DB, t Table, group string) (core.Endpoint, error) {
+	q, err := newQueue(FormRowLock, d, db, t, group)
+	if err != nil {
+		return nil, err
+	}
+	q.rowLock = d
+	return q, nil
+}
+
+// NewAdvisory returns the advisory-lock-form endpoint of a queue (see NewLease).
+func NewAdvisory(d AdvisoryDialect, db DB, t Table, group string) (core.Endpoint, error) {
+	q, err := newQueue(FormAdvisory, d, db, t, group)
+	if err != nil {
+		return nil, err
+	}
+	q.adv = d
+	return q, nil
+}
+
+func newQueue(f Form, d Dialect, db DB, t Table, group string) (*queue, error) {
+	if d == nil || db == nil {
+		return nil, fmt.Errorf("sqlqueue: %s queue on table %s: nil dialect or database", f, t.Ref())
+	}
+	s, err := NewSchema(d, t)
+	if err != nil {
+		return nil, err
+	}
+	q := &queue{form: f, d: d, db: db, schema: s, group: group, name: t.Ref().String()}
+	switch {
+	case s.Group != "" && strings.TrimSpace(group) == "":
+		return nil, fmt.Errorf("sqlqueue: table %s has a group column (%s): name the queue's group", t.Ref(), t.Columns.Group)
+	case s.Group == "" && group != "":
+		return nil, fmt.Errorf("sqlqueue: table %s has no group column, so it cannot hold group %q (name Columns.Group, or pass \"\")", t.Ref(), group)
+	case s.Group != "":
+		q.name = group
+	}
+	return q, nil
+}
+
+// Queue names the queue: its group, or the table.
+func (q *queue) Queue() string { return q.name }
+
+func (q *queue) ref() QueueRef { return QueueRef{Table: q.schema.Table.Ref(), Group: q.group} }
+
+// runtime is one opened subscription: what every form shares.
+type runtime struct {
+	q      *queue
+	s      *Schema
+	d      Dialect
+	db     DB
+	cfg    config
+	sub    core.Subscription
+	log    *slog.Logger
+	clock  clock.Clock
+	st     statements
+	claim  Claim
+	wake   *wakeEntry
+	stopLn func()
+	dlRef  TableRef // the dead-letter table, in a table without a group column
+	table  string   // the table's name, for errors
+}
+
+// Open checks the table against the catalogue, renders the statements and starts the form's
+// source and finisher.
+func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
+	cfg := *configOf(sub.Options)
+	if cfg.batch == 0 {
+		cfg.batch = min(10*max(sub.Options.Workers, 1), 100)
+	}
+	if cfg.perMessage && q.form == FormRowLock {
+		cfg.batch = 1
+	}
+	rt := &runtime{q: q, s: q.schema, d: q.d, db: q.db, cfg: cfg, sub: sub, clock: sub.Clock,
+		table: q.schema.Table.Ref().String()}
+	rt.log = sub.Logger.With("table", rt.table)
+	if rt.clock == nil {
+		rt.clock = clock.Real()
+	}
+	if err := rt.check(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := rt.render(); err != nil {
+		return nil, nil, err
+	}
+	rt.wake = wakes.entry(q.db, q.ref())
+	if n, ok := q.d.(Notifier); ok {
+		stop, err := n.Listen(ctx, q.db, q.ref(), rt.wake.notify)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sqlqueue: queue %q: listening for wake-ups: %w", q.name, err)
+		}
+		rt.stopLn = stop
+	}
+	switch q.form {
+	case FormLease:
+		l := newLease(rt)
+		return l, l, nil
+	case FormRowLock:
+		r := newRowLock(rt)
+		return r, r, nil
+	default:
+		a := newAdvisory(rt)
+		return a, a, nil
+	}
+}
+
+// check asks the catalogue for every column the description names.
+func (rt *runtime) check(ctx context.Context) error {
+	t := rt.s.Table
+	opts := rt.sub.Options
+	if err := checkColumns(ctx, rt.d, rt.db, t, t.Ref()); err != nil {
+		return err
+	}
+	if opts.Cap > 0 && rt.s.Attempt == "" {
+		return &ColumnError{Table: rt.table, Role: "attempt",
+			Reason: fmt.Sprintf("DeadLetterAfter(%d, %q) needs an attempt column to count deliveries (Columns.Attempt)", opts.Cap, opts.DeadLetterTo)}
+	}
+	if opts.DeadLetterTo != "" && rt.s.Group == "" {
+		ref, err := ParseTableRef(opts.DeadLetterTo)
+		if err != nil {
+			return fmt.Errorf("sqlqueue: dead letter of table %s (no group column, so the destination is a table): %w", rt.table, err)
+		}
+		if ref == t.Ref() {
+			return fmt.Errorf("sqlqueue: table %s cannot be its own dead-letter table", rt.table)
+		}
+		if err := checkColumns(ctx, rt.d, rt.db, t, ref); err != nil {
+			return fmt.Errorf("dead-letter table: %w", err)
+		}
+		rt.dlRef = ref
+	}
+	return nil
+}
+
+func checkColumns(ctx context.Context, d Dialect, db DB, t Table, ref TableRef) error {
+	cols, err := d.Columns(ctx, db, ref)
+	if err != nil {
+		return fmt.Errorf("sqlqueue: reading the columns of table %s: %w", ref, err)
+	}
+	if len(cols) == 0 {
+		return &ColumnError{Table: ref.String(), Reason: "no such table"}
+	}
+	have := make(map[string]ColumnInfo, len(cols))
+	for _, c := range cols {
+		have[strings.ToLower(c.Name)] = c
+	}
+	for _, c := range t.withDefaults().columns() {
+		if c.name == "" {
+			continue
+		}
+		info, ok := have[strings.ToLower(c.name)]
+		if !ok {
+			return &ColumnError{Table: ref.String(), Column: c.name, Role: c.role, Reason: "no such column"}
+		}
+		if info.Kind == KindUnknown {
+			continue
+		}
+		fits := false
+		for _, k := range c.kinds {
+			fits = fits || k == info.Kind
+		}
+		if !fits {
+			want := make([]string, len(c.kinds))
+			for i, k := range c.kinds {
+				want[i] = k.String()
+			}
+			return &ColumnError{Table: ref.String(), Column: c.name, Role: c.role,
+				Reason: fmt.Sprintf("type %s is %s; want %s", info.Type, info.Kind, strings.Join(want, " or "))}
+		}
+	}
+	return nil
+}
+
+// tokens makes lease tokens strictly increasing within the process, so that two claims never
+// stamp the same token even when the clock does not move (a virtual clock, a coarse one).
+var lastToken atomic.Int64
+
+func nextToken(t time.Time) time.Time {
+	n := t.UTC().Truncate(time.Microsecond).UnixMicro()
+	for {
+		last := lastToken.Load()
+		if n <= last {
+			n = last + 1
+		}
+		if lastToken.CompareAndSwap(last, n) {
+			return time.UnixMicro(n).UTC()
+		}
+	}
+}
+
+func (rt *runtime) now() time.Time { return rt.clock.Now().UTC().Truncate(time.Microsecond) }
+
+// waitReady waits for the poll interval, a wake-up, or ctx.
+func (rt *runtime) waitReady(ctx context.Context, woken <-chan struct{}, extra <-chan struct{}) error {
+	t := rt.clock.NewTimer(rt.cfg.poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-woken:
+	case <-extra:
+	case <-t.C():
+	}
+	return nil
+}
+
+func (rt *runtime) closeListen() {
+	if rt.stopLn != nil {
+		rt.stopLn()
+	}
+}
+
+var errNotOwnDest = errors.New("sqlqueue: dead-letter destination differs from the subscription's DeadLetterAfter destination")

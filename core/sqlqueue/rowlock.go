@@ -1,0 +1,183 @@
+package sqlqueue
+
+import (
+	"context"
+	"sync"
+
+	"github.com/settlehq/settle/core"
+)
+
+// rowLock is the row-lock form's source and finisher. A claim selects up to a batch of ready
+// rows FOR UPDATE SKIP LOCKED in a transaction that stays open; each delivery's finishing
+// statement runs in it, and when every row of the claim is finished the transaction commits:
+// that commit is the settlement of all of them. In transactional mode the rows of one claim are
+// handed out one at a time, each handler's writes behind a savepoint.
+type rowLock struct {
+	rt       *runtime
+	claimBuf []Claimed
+	ready    chan struct{} // a batch may hand out its next row (transactional mode)
+
+	mu      sync.Mutex
+	batches []*rlBatch // batches with rows not yet handed out
+}
+
+type rlBatch struct {
+	tx      Transaction
+	ds      []delivery
+	next    int // next row to hand out
+	mu      sync.Mutex
+	left    int  // rows not yet finished
+	busy    bool // transactional mode: a row is with a handler
+	failed  error
+	results []item
+}
+
+func newRowLock(rt *runtime) *rowLock {
+	return &rowLock{rt: rt, ready: make(chan struct{}, 1)}
+}
+
+func (r *rowLock) Next(ctx context.Context) (core.Delivery, error) {
+	for {
+		if d := r.handOut(); d != nil {
+			return d, nil
+		}
+		woken := r.rt.wake.wait()
+		n, err := r.claim(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			continue
+		}
+		if err := r.rt.waitReady(ctx, woken, r.ready); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// handOut returns the next row of an open batch, if one may go.
+func (r *rowLock) handOut() *delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, b := range r.batches {
+		b.mu.Lock()
+		if b.busy {
+			b.mu.Unlock()
+			continue
+		}
+		d := &b.ds[b.next]
+		b.next++
+		b.busy = r.rt.cfg.transactional
+		if b.next == len(b.ds) {
+			r.batches = append(r.batches[:i], r.batches[i+1:]...)
+		}
+		b.mu.Unlock()
+		return d
+	}
+	return nil
+}
+
+func (r *rowLock) claim(ctx context.Context) (int, error) {
+	rt := r.rt
+	p := ClaimParams{Now: rt.now(), Limit: rt.cfg.batch, Group: rt.q.group}
+	tx, err := rt.db.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := rt.doClaim(ctx, tx, p, r.claimBuf[:0])
+	if err != nil || len(rows) == 0 {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return 0, err
+	}
+	r.claimBuf = rows[:0]
+	b := &rlBatch{tx: tx, ds: newDeliveries(rt, rows), left: len(rows)}
+	clear(rows)
+	for i := range b.ds {
+		b.ds[i].rb = b
+	}
+	r.mu.Lock()
+	r.batches = append(r.batches, b)
+	r.mu.Unlock()
+	return len(b.ds), nil
+}
+
+// Finish runs d's statement in its claim's transaction; the last row of the claim commits it.
+func (r *rowLock) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, settled core.Settled) {
+	d := cd.(*delivery)
+	ctx = context.WithoutCancel(ctx)
+	rt := r.rt
+	v = rt.effective(d, v)
+	b := d.rb
+	b.mu.Lock()
+	if h := d.openTx(); h != nil {
+		h.closed = true
+		if b.failed == nil {
+			sp := "RELEASE SAVEPOINT settle_delivery"
+			if v.Action != core.ActAck {
+				sp = "ROLLBACK TO SAVEPOINT settle_delivery"
+			}
+			if _, err := b.tx.Exec(ctx, sp); err != nil {
+				b.failed = err
+			} else if v.Action != core.ActAck {
+				if _, err := b.tx.Exec(ctx, "RELEASE SAVEPOINT settle_delivery"); err != nil {
+					b.failed = err
+				}
+			}
+		}
+	}
+	if b.failed == nil {
+		if _, err := rt.finish(ctx, b.tx, d, v, rt.now()); err != nil {
+			b.failed = err
+		}
+	}
+	b.results = append(b.results, item{d: d, v: v, settled: settled})
+	b.left--
+	b.busy = false
+	last := b.left == 0
+	b.mu.Unlock()
+	if last {
+		r.commit(ctx, b)
+	} else if rt.cfg.transactional {
+		select {
+		case r.ready <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// commit ends a batch whose rows are all finished and reports every settlement.
+func (r *rowLock) commit(ctx context.Context, b *rlBatch) {
+	err := b.failed
+	if err == nil {
+		err = b.tx.Commit(ctx)
+	} else {
+		_ = b.tx.Rollback(ctx)
+	}
+	for _, it := range b.results {
+		if it.settled != nil {
+			it.settled(it.d, it.v, err)
+		}
+	}
+}
+
+// Close gives back the rows claimed but never handed out: they are left as they were, and a
+// claim with nothing else in flight rolls back.
+func (r *rowLock) Close() error {
+	r.mu.Lock()
+	bs := r.batches
+	r.batches = nil
+	r.mu.Unlock()
+	ctx := context.Background()
+	for _, b := range bs {
+		b.mu.Lock()
+		b.left -= len(b.ds) - b.next
+		b.next = len(b.ds)
+		last := b.left == 0
+		b.mu.Unlock()
+		if last {
+			r.commit(ctx, b)
+		}
+	}
+	r.rt.closeListen()
+	return nil
+}

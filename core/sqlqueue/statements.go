@@ -1,0 +1,358 @@
+package sqlqueue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/settlehq/settle/core"
+)
+
+// statements are a subscription's finishing statements, rendered once at Open. Their
+// arguments come in one order: the values they set, then the id, then (lease form) the token.
+type statements struct {
+	done       string  // ack and drop: delete, or set processed_at (then now comes first)
+	doneMark   bool    // done sets processed_at
+	doneMany   *inList // lease: done for many ids sharing a token (token first, then ids)
+	release    string  // lease: clear the lease (retry, abandon)
+	retry      string  // row lock: attempt + 1; "" when the form writes nothing
+	retryAfter string  // "" when the table has no retry_after column
+	dlGroup    string  // group := dest
+	dlCopy     string  // copy into the dead-letter table
+	dlDelete   string  // then delete
+	dlMove     string  // or move in one statement (Mover)
+	extend     string  // lease: new token
+	takeStamp  string  // advisory: attempt + 1 on a ready row
+	takeRead   string  // advisory: read the taken row
+	candidates string  // advisory: ready rows and their keys
+	candB      *binder // advisory: candidates' arguments
+	takeB      *binder // advisory: takeStamp's arguments after the id
+}
+
+func (rt *runtime) render() error {
+	s, d, f := rt.s, rt.d, rt.q.form
+	p := d.Placeholder
+	lease := f == FormLease
+	var st statements
+	n := 0
+	next := func() string { n++; return p(n) }
+	fence := func() string {
+		w := " WHERE " + s.ID + " = " + next()
+		if lease {
+			w += " AND " + s.LockedUntil + " = " + next()
+		}
+		return w
+	}
+	clearLease := ""
+	if lease {
+		clearLease = ", " + s.LockedUntil + " = NULL"
+	}
+	bump := ""
+	if f == FormRowLock && s.Attempt != "" {
+		bump = ", " + s.Attempt + " = " + s.Attempt + " + 1"
+	}
+
+	n = 0
+	if s.ProcessedAt != "" {
+		st.doneMark = true
+		st.done = "UPDATE " + s.QTable + " SET " + s.ProcessedAt + " = " + next() + clearLease + fence()
+		if lease {
+			st.doneMany = newInList(d, "UPDATE "+s.QTable+" SET "+s.ProcessedAt+" = "+p(1)+", "+s.LockedUntil+
+				" = NULL WHERE "+s.LockedUntil+" = "+p(2)+" AND "+s.ID+" IN (", ")", 3)
+		}
+	} else {
+		st.done = "DELETE FROM " + s.QTable + fence()
+		if lease {
+			st.doneMany = newInList(d, "DELETE FROM "+s.QTable+" WHERE "+s.LockedUntil+" = "+p(1)+" AND "+s.ID+" IN (", ")", 2)
+		}
+	}
+	if lease {
+		n = 0
+		st.release = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = NULL" + fence()
+		n = 0
+		st.extend = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = " + next() + fence()
+	}
+	if f == FormRowLock && s.Attempt != "" {
+		n = 0
+		st.retry = "UPDATE " + s.QTable + " SET " + s.Attempt + " = " + s.Attempt + " + 1" + fence()
+	}
+	if s.RetryAfter != "" {
+		n = 0
+		st.retryAfter = "UPDATE " + s.QTable + " SET " + s.RetryAfter + " = " + next() + clearLease + bump + fence()
+	}
+	if s.Group != "" {
+		n = 0
+		ra := ""
+		if s.RetryAfter != "" {
+			ra = ", " + s.RetryAfter + " = NULL"
+		}
+		st.dlGroup = "UPDATE " + s.QTable + " SET " + s.Group + " = " + next() + ra + clearLease + bump + fence()
+	} else if rt.dlRef.Name != "" {
+		to := quoteRef(d, rt.dlRef)
+		var cols, exprs []string
+		for _, c := range s.Table.columns() {
+			if c.name == "" {
+				continue
+			}
+			q := d.Quote(c.name)
+			e := q
+			switch c.role {
+			case "locked_until", "retry_after", "processed_at":
+				e = "NULL"
+			case "attempt":
+				if f == FormRowLock {
+					e = q + " + 1"
+				}
+			}
+			cols, exprs = append(cols, q), append(exprs, e)
+		}
+		n = 0
+		where := s.ID + " = " + next()
+		if lease {
+			where += " AND " + s.LockedUntil + " = " + next()
+		}
+		if m, ok := d.(Mover); ok {
+			st.dlMove = m.MoveStatement(s.QTable, to, cols, exprs, where)
+		} else {
+			st.dlCopy = "INSERT INTO " + to + " (" + join(cols) + ") SELECT " + join(exprs) + " FROM " + s.QTable + " WHERE " + where
+			st.dlDelete = "DELETE FROM " + s.QTable + " WHERE " + where
+		}
+	}
+	if f == FormAdvisory {
+		ad := rt.q.adv
+		key := s.ID
+		if rt.cfg.advisoryKey != "" {
+			key = "(" + rt.cfg.advisoryKey + ")"
+		}
+		b := &binder{d: d}
+		st.candidates = "SELECT " + s.ID + ", " + ad.KeyText(key) + " FROM " + s.QTable + " WHERE " + s.ready(FormAdvisory, b) +
+			" ORDER BY " + s.ID + " LIMIT " + b.ph(slotLimit)
+		st.candB = b
+		tb := &binder{d: d, slots: []slot{0}} // placeholder 1 is the id
+		set := s.ID + " = " + s.ID
+		if s.Attempt != "" {
+			set = s.Attempt + " = " + s.Attempt + " + 1"
+		}
+		st.takeStamp = "UPDATE " + s.QTable + " SET " + set + " WHERE " + s.ID + " = " + p(1) + " AND " + s.ready(FormAdvisory, tb)
+		tb.slots = tb.slots[1:]
+		st.takeB = tb
+		att := "1"
+		if s.Attempt != "" {
+			att = s.Attempt
+		}
+		h := s.Headers
+		if h == "" {
+			h = "NULL"
+		}
+		st.takeRead = "SELECT " + s.Payload + ", " + att + ", " + h + " FROM " + s.QTable + " WHERE " + s.ID + " = " + p(1)
+	}
+	rt.st = st
+	switch {
+	case rt.cfg.events[EventClaim] != nil:
+	case f == FormLease:
+		c, err := rt.q.lease.LeaseClaim(s)
+		if err != nil {
+			return fmt.Errorf("sqlqueue: %s lease claim for table %s: %w", d.Name(), rt.table, err)
+		}
+		rt.claim = c
+	case f == FormRowLock:
+		c, err := rt.q.rowLock.RowLockClaim(s)
+		if err != nil {
+			return fmt.Errorf("sqlqueue: %s row-lock claim for table %s: %w", d.Name(), rt.table, err)
+		}
+		rt.claim = c
+	}
+	return nil
+}
+
+func join(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}
+
+// eventFor returns the custom event that replaces the statement of v, if any.
+func (rt *runtime) eventFor(a core.Action) Event {
+	switch a {
+	case core.ActAck:
+		return rt.cfg.events[EventAck]
+	case core.ActDrop:
+		return rt.cfg.events[EventDrop]
+	case core.ActRetry:
+		return rt.cfg.events[EventRetry]
+	case core.ActRetryAfter:
+		return rt.cfg.events[EventRetryAfter]
+	case core.ActDeadLetter:
+		return rt.cfg.events[EventDeadLetter]
+	}
+	return nil
+}
+
+// effective turns a RetryAfter on a table without a retry_after column into a Retry, with the
+// warning the semantics call for.
+func (rt *runtime) effective(d *delivery, v core.Verdict) core.Verdict {
+	if v.Action == core.ActRetryAfter && rt.st.retryAfter == "" && rt.cfg.events[EventRetryAfter] == nil {
+		rt.log.Warn("sqlqueue: retry_after on a table without a retry_after column; retrying now",
+			"queue", rt.q.name, "message_id", d.ID(), "attempt", d.attempt, "retry_after", v.Delay)
+		v.Action, v.Delay = core.ActRetry, 0
+	}
+	return v
+}
+
+// needsTx reports whether finishing v takes more than one statement.
+func (rt *runtime) needsTx(v core.Verdict) bool {
+	return rt.eventFor(v.Action) != nil || (v.Action == core.ActDeadLetter && rt.st.dlCopy != "")
+}
+
+// finish runs the finishing statement of v for d on q (a transaction when needsTx). It reports
+// whether the row was still the delivery's (always true outside the lease form).
+func (rt *runtime) finish(ctx context.Context, q Queryer, d *delivery, v core.Verdict, now time.Time) (bool, error) {
+	if ev := rt.eventFor(v.Action); ev != nil {
+		in := rt.eventInput(d, v, now)
+		return rt.runEvent(ctx, q, ev, in)
+	}
+	lease := rt.q.form == FormLease
+	var tok any
+	if lease {
+		tok = rt.d.Time(d.token)
+	}
+	args := func(set ...any) []any {
+		a := append(set, d.id)
+		if lease {
+			a = append(a, tok)
+		}
+		return a
+	}
+	var sql string
+	var a []any
+	switch v.Action {
+	case core.ActAck, core.ActDrop:
+		sql = rt.st.done
+		if rt.st.doneMark {
+			a = args(rt.d.Time(now))
+		} else {
+			a = args()
+		}
+	case core.ActRetry, core.ActAbandon:
+		switch {
+		case lease:
+			sql, a = rt.st.release, args()
+		case rt.q.form == FormRowLock && v.Action == core.ActRetry && rt.st.retry != "":
+			sql, a = rt.st.retry, args()
+		default:
+			return true, nil
+		}
+	case core.ActRetryAfter:
+		sql, a = rt.st.retryAfter, args(rt.d.Time(now.Add(v.Delay).Truncate(time.Microsecond)))
+	case core.ActDeadLetter:
+		if v.Dest != rt.sub.Options.DeadLetterTo {
+			return false, fmt.Errorf("%w: %q", errNotOwnDest, v.Dest)
+		}
+		switch {
+		case rt.st.dlGroup != "":
+			sql, a = rt.st.dlGroup, args(v.Dest)
+		case rt.st.dlMove != "":
+			sql, a = rt.st.dlMove, args()
+		default:
+			r, err := q.Exec(ctx, rt.st.dlCopy, args()...)
+			if err != nil || r.RowsAffected == 0 {
+				return false, err
+			}
+			sql, a = rt.st.dlDelete, args()
+		}
+	default:
+		return false, fmt.Errorf("sqlqueue: unknown action %v", v.Action)
+	}
+	r, err := q.Exec(ctx, sql, a...)
+	if err != nil {
+		return false, err
+	}
+	return r.RowsAffected > 0, nil
+}
+
+func (rt *runtime) eventInput(d *delivery, v core.Verdict, now time.Time) EventInput {
+	in := EventInput{Form: rt.q.form, Dialect: rt.d.Name(), Queue: rt.q.name, Table: rt.s.Table.Ref(),
+		Group: rt.q.group, Now: now, ID: d.id, Attempt: d.attempt, Token: d.token, Dest: v.Dest}
+	switch v.Action {
+	case core.ActAck:
+		in.Kind = EventAck
+	case core.ActDrop:
+		in.Kind = EventDrop
+	case core.ActRetry:
+		in.Kind = EventRetry
+	case core.ActRetryAfter:
+		in.Kind = EventRetryAfter
+		in.RetryAfter = now.Add(v.Delay).Truncate(time.Microsecond)
+	case core.ActDeadLetter:
+		in.Kind = EventDeadLetter
+	}
+	return in
+}
+
+// runEvent runs a custom event's statements on q; it reports whether they changed any row.
+func (rt *runtime) runEvent(ctx context.Context, q Queryer, ev Event, in EventInput) (bool, error) {
+	stmts, err := ev(ctx, in)
+	if err != nil {
+		return false, fmt.Errorf("sqlqueue: custom %v event: %w", in.Kind, err)
+	}
+	var changed int64
+	for _, s := range stmts {
+		r, err := q.Exec(ctx, s.SQL, rt.args(s.Args)...)
+		if err != nil {
+			return false, fmt.Errorf("sqlqueue: custom %v event: %w", in.Kind, err)
+		}
+		changed += r.RowsAffected
+	}
+	return changed > 0 || rt.q.form != FormLease, nil
+}
+
+// args converts time.Time arguments with the dialect.
+func (rt *runtime) args(a []any) []any {
+	out := a
+	for i, x := range a {
+		if t, ok := x.(time.Time); ok {
+			if &out[0] == &a[0] {
+				out = append([]any(nil), a...)
+			}
+			out[i] = rt.d.Time(t.UTC().Truncate(time.Microsecond))
+		}
+	}
+	return out
+}
+
+// customClaim runs the EventClaim statements in tx; the last returns the rows.
+func (rt *runtime) customClaim(ctx context.Context, tx Queryer, p ClaimParams, dst []Claimed) ([]Claimed, error) {
+	in := EventInput{Kind: EventClaim, Form: rt.q.form, Dialect: rt.d.Name(), Queue: rt.q.name, Table: rt.s.Table.Ref(),
+		Group: rt.q.group, Now: p.Now, Token: p.Token, Limit: p.Limit}
+	stmts, err := rt.cfg.events[EventClaim](ctx, in)
+	if err != nil {
+		return dst, fmt.Errorf("sqlqueue: custom claim event: %w", err)
+	}
+	if len(stmts) == 0 {
+		return dst, fmt.Errorf("sqlqueue: custom claim event returned no statement")
+	}
+	for _, s := range stmts[:len(stmts)-1] {
+		if _, err := tx.Exec(ctx, s.SQL, rt.args(s.Args)...); err != nil {
+			return dst, fmt.Errorf("sqlqueue: custom claim event: %w", err)
+		}
+	}
+	last := stmts[len(stmts)-1]
+	rows, err := tx.Query(ctx, last.SQL, rt.args(last.Args)...)
+	if err != nil {
+		return dst, fmt.Errorf("sqlqueue: custom claim event: %w", err)
+	}
+	return scanClaimed(rows, dst)
+}
+
+// doClaim runs the claim (the dialect's or the custom one).
+func (rt *runtime) doClaim(ctx context.Context, tx Queryer, p ClaimParams, dst []Claimed) ([]Claimed, error) {
+	if rt.cfg.events[EventClaim] != nil {
+		return rt.customClaim(ctx, tx, p, dst)
+	}
+	return rt.claim.Claim(ctx, tx, p, dst)
+}
