@@ -1,0 +1,133 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// This file adapts pgx's native types to the engine's connection surface
+// (sqlqueue.DB, Conn, Transaction, Rows). Statements travel over pgx's extended protocol, so
+// each rendered statement is prepared once per connection and cached by pgx.
+
+// pgxQueryer is what pgxpool.Pool, pgxpool.Conn and pgx.Tx have in common.
+type pgxQueryer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func execOn(ctx context.Context, q pgxQueryer, sql string, args []any) (sqlqueue.Result, error) {
+	tag, err := q.Exec(ctx, sql, args...)
+	if err != nil {
+		return sqlqueue.Result{}, err
+	}
+	return sqlqueue.Result{RowsAffected: tag.RowsAffected()}, nil
+}
+
+func queryOn(ctx context.Context, q pgxQueryer, sql string, args []any) (sqlqueue.Rows, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &pgRows{rows: rows}, nil
+}
+
+// poolDB is sqlqueue.DB over a pgxpool.Pool.
+type poolDB struct {
+	pool *pgxpool.Pool
+}
+
+func (p *poolDB) Exec(ctx context.Context, sql string, args ...any) (sqlqueue.Result, error) {
+	return execOn(ctx, p.pool, sql, args)
+}
+
+func (p *poolDB) Query(ctx context.Context, sql string, args ...any) (sqlqueue.Rows, error) {
+	return queryOn(ctx, p.pool, sql, args)
+}
+
+func (p *poolDB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pgTx{tx: tx}, nil
+}
+
+func (p *poolDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
+	c, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pgConn{c: c}, nil
+}
+
+// pgTx is sqlqueue.Transaction over a pgx.Tx; Unwrap returns the pgx.Tx.
+type pgTx struct{ tx pgx.Tx }
+
+// WrapTx adapts a caller's pgx.Tx to sqlqueue.Transaction, e.g. to publish inside it.
+func WrapTx(tx pgx.Tx) sqlqueue.Transaction { return &pgTx{tx: tx} }
+
+func (t *pgTx) Exec(ctx context.Context, sql string, args ...any) (sqlqueue.Result, error) {
+	return execOn(ctx, t.tx, sql, args)
+}
+
+func (t *pgTx) Query(ctx context.Context, sql string, args ...any) (sqlqueue.Rows, error) {
+	return queryOn(ctx, t.tx, sql, args)
+}
+
+func (t *pgTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
+func (t *pgTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+func (t *pgTx) Unwrap() any                        { return t.tx }
+
+// pgConn is sqlqueue.Conn over one connection acquired from the pool.
+type pgConn struct{ c *pgxpool.Conn }
+
+func (c *pgConn) Exec(ctx context.Context, sql string, args ...any) (sqlqueue.Result, error) {
+	return execOn(ctx, c.c, sql, args)
+}
+
+func (c *pgConn) Query(ctx context.Context, sql string, args ...any) (sqlqueue.Rows, error) {
+	return queryOn(ctx, c.c, sql, args)
+}
+
+func (c *pgConn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
+	tx, err := c.c.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &pgTx{tx: tx}, nil
+}
+
+// Close gives the connection back to the pool. pgxpool itself destroys a connection that is
+// closed or busy, so a broken connection never returns.
+func (c *pgConn) Close() error {
+	c.c.Release()
+	return nil
+}
+
+// Discard takes the connection out of the pool and closes it: the session's advisory locks
+// go with it.
+func (c *pgConn) Discard() error {
+	conn := c.c.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), discardTimeout)
+	defer cancel()
+	return conn.Close(ctx)
+}
+
+// Unwrap returns the *pgxpool.Conn.
+func (c *pgConn) Unwrap() any { return c.c }
+
+// pgRows is sqlqueue.Rows over pgx.Rows.
+type pgRows struct{ rows pgx.Rows }
+
+func (r *pgRows) Next() bool             { return r.rows.Next() }
+func (r *pgRows) Scan(dest ...any) error { return r.rows.Scan(dest...) }
+func (r *pgRows) Err() error             { return r.rows.Err() }
+
+func (r *pgRows) Close() error {
+	r.rows.Close()
+	return r.rows.Err()
+}

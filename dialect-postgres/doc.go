@@ -1,0 +1,42 @@
+// Package postgres is settle's PostgreSQL dialect: queue tables on PostgreSQL 11 or later,
+// through pgx/v5's native protocol (pgxpool), in all three claim forms of the sqlqueue engine.
+// The module lives in the folder dialect-postgres; its package is named postgres.
+//
+// A DB wraps a pgxpool.Pool (New) or opens one (Open). Register it with the App, then mount
+// handlers on endpoints built from it:
+//
+//	db, _ := postgres.Open(ctx, "postgres://app@localhost/app", postgres.Notify(true))
+//	app := core.New()
+//	app.Register(db)
+//	jobs, _ := postgres.Lease(db, sqlqueue.StandardTable("jobs"), "refunds")
+//	core.Subscribe(app, jobs, handle, core.DeadLetterAfter(5, "refunds.dead"), core.Workers(8))
+//	app.Run(ctx)
+//
+// The three forms, and what each costs on PostgreSQL:
+//
+//   - Lease: one UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING stamps
+//     locked_until (the delivery's token) and attempt + 1 and commits; handlers hold no
+//     transaction, settlements are grouped into one token-fenced statement per flush. The
+//     fastest form; a crashed process's rows come back when their lease runs out.
+//   - RowLock: the claim transaction holds the rows (FOR UPDATE SKIP LOCKED) until they are
+//     settled, and its commit is the settlement. A crashed process's rows come back at once;
+//     each claimed batch keeps one connection busy while its handlers run.
+//   - Advisory: pg_try_advisory_lock on a key per row (sqlqueue.AdvisoryKey; by default the id,
+//     hashed with hashtextextended) on a connection reserved for the delivery; rows that share a
+//     key are worked one at a time across processes. One connection per in-flight delivery.
+//
+// Transactional mode (sqlqueue.Transactional) hands the handler its delivery's pgx.Tx through
+// Tx. Without a group column a dead letter is a table with the same columns, and the move is
+// one statement: WITH moved AS (DELETE … RETURNING *) INSERT … SELECT … FROM moved.
+//
+// With Notify(true) every publish through the DB sends pg_notify inside its transaction, and
+// one LISTEN connection per DB wakes the table's subscriptions in every process at once; it
+// reconnects with backoff when its connection drops, and wakes everyone after a reconnect.
+// Without it, subscriptions poll (sqlqueue.PollInterval) and publishes in the same process
+// still wake them at once.
+//
+// Start (called by App.Run) refuses servers older than PostgreSQL 11, with the version in the
+// error; endpoints refuse identifiers longer than 63 bytes, which PostgreSQL would truncate;
+// subscriptions check the table's columns and their types in the catalogue and name a missing
+// schema, table or column. TableDDL and CreateTable make a standard queue table.
+package postgres

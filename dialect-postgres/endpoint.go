@@ -1,0 +1,65 @@
+package postgres
+
+import (
+	"fmt"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// Lease returns the lease-form endpoint of a queue on db: table t (t.Schema names a
+// PostgreSQL schema; empty means the search_path) and, in a table with a group column, the
+// queue's group ("" otherwise). The claim stamps locked_until and attempt + 1 on up to a batch
+// of ready rows in one UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING and
+// commits, so a long handler holds no transaction; every finishing statement is fenced by the
+// delivery's token (locked_until), and one that finds another token reports
+// sqlqueue.ErrLeaseLost.
+func Lease(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
+	if err := checkTable(db, t); err != nil {
+		return nil, err
+	}
+	return sqlqueue.NewLease(db.dialect.(sqlqueue.LeaseDialect), db.adapter, t, group)
+}
+
+// RowLock returns the row-lock-form endpoint of a queue on db (see Lease for t and group).
+// The claim selects ready rows FOR UPDATE SKIP LOCKED in a transaction that stays open until
+// they are settled; the finishing statements run in it and its commit is the settlement, so
+// the rows of a crashed process come back the moment its connection closes.
+func RowLock(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
+	if err := checkTable(db, t); err != nil {
+		return nil, err
+	}
+	return sqlqueue.NewRowLock(db.dialect.(sqlqueue.RowLockDialect), db.adapter, t, group)
+}
+
+// Advisory returns the advisory-lock-form endpoint of a queue on db (see Lease for t and
+// group). Each row is held by pg_try_advisory_lock on a key computed from its key expression
+// (sqlqueue.AdvisoryKey; default the id) through the DB's AdvisoryKeyFunc, on a connection
+// reserved for the delivery; the finishing statement commits on that connection and the key
+// is unlocked after it, also when it failed. An unlock that is not confirmed closes the
+// connection, so a connection holding a lock never returns to the pool. Rows sharing a key
+// are worked one at a time, across processes.
+func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
+	if err := checkTable(db, t); err != nil {
+		return nil, err
+	}
+	return sqlqueue.NewAdvisory(db.dialect.(sqlqueue.AdvisoryDialect), db.adapter, t, group)
+}
+
+// checkTable refuses what the engine cannot know is wrong on PostgreSQL: names over 63 bytes,
+// which the server would truncate.
+func checkTable(db *DB, t sqlqueue.Table) error {
+	if db == nil {
+		return fmt.Errorf("postgres: queue on table %s: nil DB", t.Ref())
+	}
+	if err := checkIdentLengths(t.Ref()); err != nil {
+		return err
+	}
+	c := t.Columns
+	for _, name := range []string{c.ID, c.Payload, c.Group, c.Attempt, c.RetryAfter, c.LockedUntil, c.ProcessedAt, c.Headers, c.CreatedAt} {
+		if len(name) > maxIdent {
+			return fmt.Errorf("postgres: table %s: column name %q is %d bytes; PostgreSQL allows at most %d (it would truncate it silently)", t.Ref(), name, len(name), maxIdent)
+		}
+	}
+	return nil
+}

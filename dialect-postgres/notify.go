@@ -1,0 +1,235 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// notifyChannel is the one channel settle notifies and listens on. Its payload is
+// "<table oid>:<group>", so every process listens once and wakes only the subscriptions of the
+// table (and group) that has new rows, whatever search_path each process resolved the table by.
+const notifyChannel = "settle"
+
+// notifySQL announces new rows of a table and group; inside the publishing transaction the
+// notification is delivered at commit, never for a rolled-back publish.
+const notifySQL = `SELECT pg_notify('` + notifyChannel + `', to_regclass($1)::oid::text || ':' || $2)`
+
+// notifyDialect is the dialect of a DB built with Notify(true): publishing notifies, and
+// subscriptions listen.
+type notifyDialect struct {
+	*dialect
+	db *DB
+}
+
+// Notify announces rows for queue on q.
+func (*notifyDialect) Notify(ctx context.Context, q sqlqueue.Queryer, queue sqlqueue.QueueRef) error {
+	_, err := q.Exec(ctx, notifySQL, quoteRef(queue.Table), queue.Group)
+	return err
+}
+
+// Listen registers wake with the DB's one listening connection, starting it on first use. It
+// returns once the connection is listening, so nothing published after Listen returns is
+// missed.
+func (n *notifyDialect) Listen(ctx context.Context, _ sqlqueue.DB, queue sqlqueue.QueueRef, wake func()) (func(), error) {
+	var oid uint32
+	if err := n.db.pool.QueryRow(ctx, `SELECT COALESCE(to_regclass($1)::oid, 0)`, quoteRef(queue.Table)).Scan(&oid); err != nil {
+		return nil, err
+	}
+	if oid == 0 {
+		return nil, fmt.Errorf("postgres: listen for table %s: no such table", queue.Table)
+	}
+	return n.db.listener().add(ctx, oid, queue.Group, wake)
+}
+
+// listener is a DB's one LISTEN connection. It runs while at least one subscription is
+// registered, reconnects with backoff when its connection drops, and after every (re)connect
+// wakes every registration, since notifications sent while it was away are gone.
+type listener struct {
+	db  *DB
+	log *slog.Logger
+
+	mu     sync.Mutex
+	regs   map[regKey][]*registration
+	n      int
+	cancel context.CancelFunc
+	done   chan struct{}
+	ready  chan struct{} // closed once the first LISTEN has succeeded
+}
+
+type regKey struct {
+	oid   uint32
+	group string
+}
+
+type registration struct{ wake func() }
+
+func (l *listener) add(ctx context.Context, oid uint32, group string, wake func()) (func(), error) {
+	r := &registration{wake: wake}
+	k := regKey{oid, group}
+	l.mu.Lock()
+	if l.regs == nil {
+		l.regs = make(map[regKey][]*registration)
+	}
+	l.regs[k] = append(l.regs[k], r)
+	l.n++
+	if l.n == 1 {
+		runCtx, cancel := context.WithCancel(context.Background())
+		l.cancel, l.done, l.ready = cancel, make(chan struct{}), make(chan struct{})
+		go l.run(runCtx, l.done, l.ready)
+	}
+	ready, done := l.ready, l.done
+	l.mu.Unlock()
+
+	remove := func() { l.remove(k, r) }
+	select {
+	case <-ready:
+		return remove, nil
+	case <-done:
+		remove()
+		return nil, errors.New("postgres: listener stopped before it was listening")
+	case <-ctx.Done():
+		remove()
+		return nil, ctx.Err()
+	}
+}
+
+func (l *listener) remove(k regKey, r *registration) {
+	l.mu.Lock()
+	rs := l.regs[k]
+	found := false
+	for i, x := range rs {
+		if x == r {
+			l.regs[k] = append(rs[:i:i], rs[i+1:]...)
+			found = true
+			break
+		}
+	}
+	if len(l.regs[k]) == 0 {
+		delete(l.regs, k)
+	}
+	if !found {
+		l.mu.Unlock()
+		return
+	}
+	l.n--
+	var cancel context.CancelFunc
+	var done chan struct{}
+	if l.n == 0 {
+		cancel, done = l.cancel, l.done
+		l.cancel = nil
+	}
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// stop ends the listener whatever is still registered (the DB is closing).
+func (l *listener) stop() {
+	l.mu.Lock()
+	cancel, done := l.cancel, l.done
+	l.cancel = nil
+	l.regs, l.n = nil, 0
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (l *listener) wakeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, rs := range l.regs {
+		for _, r := range rs {
+			r.wake()
+		}
+	}
+}
+
+func (l *listener) dispatch(payload string) {
+	oidText, group, ok := strings.Cut(payload, ":")
+	if !ok {
+		return
+	}
+	oid, err := strconv.ParseUint(oidText, 10, 32)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.regs[regKey{uint32(oid), group}] {
+		r.wake()
+	}
+}
+
+// run owns the listening connection until ctx ends.
+func (l *listener) run(ctx context.Context, done, ready chan struct{}) {
+	defer close(done)
+	backoff := time.Duration(0)
+	first := true
+	for ctx.Err() == nil {
+		conn, err := l.connect(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			backoff = nextBackoff(backoff)
+			l.log.Warn("postgres: LISTEN connection failed; retrying", "error", err, "backoff", backoff)
+			if !sleepCtx(ctx, l.db.clock, backoff) {
+				return
+			}
+			continue
+		}
+		backoff = 0
+		if first {
+			close(ready)
+			first = false
+		} else {
+			l.log.Info("postgres: LISTEN connection restored")
+		}
+		l.wakeAll()
+		err = l.wait(ctx, conn)
+		closeCtx, cancel := context.WithTimeout(context.Background(), discardTimeout)
+		_ = conn.Close(closeCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		l.log.Warn("postgres: LISTEN connection lost; reconnecting", "error", err)
+	}
+}
+
+func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, l.db.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+		closeCtx, cancel := context.WithTimeout(context.Background(), discardTimeout)
+		_ = conn.Close(closeCtx)
+		cancel()
+		return nil, err
+	}
+	return conn, nil
+}
+
+func (l *listener) wait(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		l.dispatch(n.Payload)
+	}
+}
