@@ -9,6 +9,7 @@ require (
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/settlehq/settle/core v0.0.0
+	github.com/settlehq/settle/dialect-postgres v0.0.0
 )
 
 require (
@@ -25,3 +26,5 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+replace github.com/settlehq/settle/dialect-postgres => ../dialect-postgres

@@ -11,7 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/coretest"
+	"github.com/settlehq/settle/core/sqlqueue"
+	postgres "github.com/settlehq/settle/dialect-postgres"
 )
 
 // pgURL is the PostgreSQL the benchmarks drain on.
@@ -169,6 +172,24 @@ func BenchmarkPostgresRaw(b *testing.B) {
 			rawContender("raw lease batched (w=8,B=100)", rawLeaseBatched, 8, 100),
 			rawContender("raw rowlock LIMIT 1 (w=8)", rawRowLock, 8, 1),
 			rawContender("raw rowlock batched (w=4,B=100)", rawRowLock, 4, 100),
+			{name: "river (MaxWorkers=2000,conns=16)", conns: 16, drain: func(ctx context.Context, pool *pgxpool.Pool, s string, n int) (time.Duration, error) {
+				return riverDrain(ctx, pool, s, n, 2000)
+			}},
+		})
+		reportPG(b, rs, "raw lease batched (w=4,B=100)", "river (MaxWorkers=2000,conns=16)")
+	}
+}
+
+// BenchmarkPostgresSettle drains the queue through settle's lease and row-lock forms, the raw
+// loops running the same statements, and River, interleaved in one run on one server.
+func BenchmarkPostgresSettle(b *testing.B) {
+	for range b.N {
+		rs := runPGContenders(b, []pgContender{
+			rawContender("raw lease batched (w=4,B=100)", rawLeaseBatched, 4, 100),
+			settleContender("settle lease (w=8,B=100)", 8, postgres.Lease, core.Workers(8), sqlqueue.BatchSize(100)),
+			settleContender("settle lease (w=32,B=100)", 8, postgres.Lease, core.Workers(32), sqlqueue.BatchSize(100)),
+			rawContender("raw rowlock batched (w=4,B=100)", rawRowLock, 4, 100),
+			settleContender("settle rowlock (w=8,B=100)", 8, postgres.RowLock, core.Workers(8), sqlqueue.BatchSize(100)),
 			{name: "river (MaxWorkers=2000,conns=16)", conns: 16, drain: func(ctx context.Context, pool *pgxpool.Pool, s string, n int) (time.Duration, error) {
 				return riverDrain(ctx, pool, s, n, 2000)
 			}},

@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue"
+	postgres "github.com/settlehq/settle/dialect-postgres"
+)
+
+// benchTable describes the table pgBenchDDL creates: no group, no processed_at (ack deletes).
+func benchTable(s string) sqlqueue.Table {
+	t := sqlqueue.StandardTable("q")
+	t.Schema = s
+	t.Columns.Group, t.Columns.ProcessedAt = "", ""
+	return t
+}
+
+// settleDrain runs an App with one no-op subscription on the table in form ep and times it from
+// Run until the n-th settlement is durable (the observer sees settlements after commit).
+func settleDrain(ctx context.Context, pool *pgxpool.Pool, s string, n int,
+	ep func(*postgres.DB, sqlqueue.Table, string) (core.Endpoint, error), opts ...core.Option) (time.Duration, error) {
+	db, err := postgres.New(pool)
+	if err != nil {
+		return 0, err
+	}
+	var settled, failed atomic.Int64
+	all := make(chan struct{})
+	app := core.New(core.WithoutSignals(), core.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		core.WithObserver(func(st core.Settlement) {
+			if st.Err != nil {
+				failed.Add(1)
+				return
+			}
+			if settled.Add(1) == int64(n) {
+				close(all)
+			}
+		}))
+	app.Register(db)
+	e, err := ep(db, benchTable(s), "")
+	if err != nil {
+		return 0, err
+	}
+	opts = append([]core.Option{core.WithCodec(core.Raw)}, opts...)
+	if err := core.Subscribe(app, e, func(context.Context, *core.Message[[]byte]) error { return nil }, opts...); err != nil {
+		return 0, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- app.Run(runCtx) }()
+	select {
+	case <-all:
+	case err := <-done:
+		return 0, fmt.Errorf("App.Run returned early: %v", err)
+	case <-ctx.Done():
+		return 0, fmt.Errorf("%w after %d of %d settlements (%d failed)", ctx.Err(), settled.Load(), n, failed.Load())
+	}
+	elapsed := time.Since(start)
+	stop()
+	if err := <-done; err != nil {
+		return 0, err
+	}
+	if f := failed.Load(); f != 0 {
+		return 0, fmt.Errorf("%d settlements failed", f)
+	}
+	return elapsed, nil
+}
+
+func settleContender(name string, conns int, ep func(*postgres.DB, sqlqueue.Table, string) (core.Endpoint, error), opts ...core.Option) pgContender {
+	return pgContender{name: name, seed: true, conns: conns, drain: func(ctx context.Context, pool *pgxpool.Pool, s string, n int) (time.Duration, error) {
+		return settleDrain(ctx, pool, s, n, ep, opts...)
+	}}
+}
