@@ -1,0 +1,108 @@
+package eventplugin
+
+import (
+	"context"
+	"io"
+	"log"
+	"log/slog"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// hclogAdapter carries go-plugin's own logs, and the plugin process's standard error it
+// forwards, into the host's slog logger.
+type hclogAdapter struct {
+	l    *slog.Logger
+	name string
+	args []any
+}
+
+var _ hclog.Logger = (*hclogAdapter)(nil)
+
+func slogLevel(l hclog.Level) slog.Level {
+	switch l {
+	case hclog.Trace, hclog.Debug:
+		return slog.LevelDebug
+	case hclog.Warn:
+		return slog.LevelWarn
+	case hclog.Error:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	lv := slogLevel(level)
+	if !a.l.Enabled(context.Background(), lv) {
+		return
+	}
+	if a.name != "" {
+		msg = a.name + ": " + msg
+	}
+	a.l.Log(context.Background(), lv, msg, append(a.args[:len(a.args):len(a.args)], args...)...)
+}
+
+func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
+func (a *hclogAdapter) Debug(msg string, args ...any) { a.Log(hclog.Debug, msg, args...) }
+func (a *hclogAdapter) Info(msg string, args ...any)  { a.Log(hclog.Info, msg, args...) }
+func (a *hclogAdapter) Warn(msg string, args ...any)  { a.Log(hclog.Warn, msg, args...) }
+func (a *hclogAdapter) Error(msg string, args ...any) { a.Log(hclog.Error, msg, args...) }
+
+func (a *hclogAdapter) enabled(l slog.Level) bool { return a.l.Enabled(context.Background(), l) }
+
+func (a *hclogAdapter) IsTrace() bool { return a.enabled(slog.LevelDebug) }
+func (a *hclogAdapter) IsDebug() bool { return a.enabled(slog.LevelDebug) }
+func (a *hclogAdapter) IsInfo() bool  { return a.enabled(slog.LevelInfo) }
+func (a *hclogAdapter) IsWarn() bool  { return a.enabled(slog.LevelWarn) }
+func (a *hclogAdapter) IsError() bool { return a.enabled(slog.LevelError) }
+
+func (a *hclogAdapter) ImpliedArgs() []any { return a.args }
+
+func (a *hclogAdapter) With(args ...any) hclog.Logger {
+	return &hclogAdapter{l: a.l, name: a.name, args: append(a.args[:len(a.args):len(a.args)], args...)}
+}
+
+func (a *hclogAdapter) Name() string { return a.name }
+
+func (a *hclogAdapter) Named(name string) hclog.Logger {
+	if a.name != "" {
+		name = a.name + "." + name
+	}
+	return &hclogAdapter{l: a.l, name: name, args: a.args}
+}
+
+func (a *hclogAdapter) ResetNamed(name string) hclog.Logger {
+	return &hclogAdapter{l: a.l, name: name, args: a.args}
+}
+
+// SetLevel is ignored: the slog handler decides.
+func (a *hclogAdapter) SetLevel(hclog.Level) {}
+
+func (a *hclogAdapter) GetLevel() hclog.Level {
+	switch {
+	case a.enabled(slog.LevelDebug):
+		return hclog.Debug
+	case a.enabled(slog.LevelInfo):
+		return hclog.Info
+	case a.enabled(slog.LevelWarn):
+		return hclog.Warn
+	case a.enabled(slog.LevelError):
+		return hclog.Error
+	}
+	return hclog.Off
+}
+
+func (a *hclogAdapter) StandardLogger(opts *hclog.StandardLoggerOptions) *log.Logger {
+	return log.New(a.StandardWriter(opts), "", 0)
+}
+
+func (a *hclogAdapter) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {
+	return slogWriter{a}
+}
+
+type slogWriter struct{ a *hclogAdapter }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.a.Info(string(p))
+	return len(p), nil
+}

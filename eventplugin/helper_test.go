@@ -1,0 +1,141 @@
+package eventplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/settlehq/settle/eventplugin/internal/wire"
+)
+
+// The test binary doubles as the plugin binary of the failure tests: run with
+// EVENTPLUGIN_TEST_HELPER=<mode> it serves (or refuses to serve) as that mode says, so those
+// tests need no build of their own.
+const helperEnv = "EVENTPLUGIN_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		runHelper(mode)
+		os.Exit(0)
+	}
+	code := m.Run()
+	cleanupBuilds()
+	os.Exit(code)
+}
+
+// Row ids that make the test handler misbehave.
+const (
+	idCrash    = 666 // the process exits mid-call
+	idHang     = 777 // the call never returns
+	idError    = 13  // the handler returns an error
+	idArgCount = 21  // one placeholder, two arguments
+	idWrongEv  = 22  // the answer claims to be for another event (rogue server only)
+)
+
+// testHandler declares ack and drop for every dialect and retry_after for sqlite only, and
+// answers ack with one fenced statement.
+type testHandler struct{ name string }
+
+func (h testHandler) Describe(context.Context) (Manifest, error) {
+	return Manifest{Name: h.name, Handles: []Handles{
+		{Event: EventAck},
+		{Event: EventDrop},
+		{Event: EventRetryAfter, Dialects: []string{"sqlite"}},
+	}}, nil
+}
+
+func (h testHandler) Render(ctx context.Context, r *Request) ([]Statement, error) {
+	switch r.Row.ID {
+	case idCrash:
+		os.Exit(3)
+	case idHang:
+		<-ctx.Done()
+		select {} // never answer, even after the host gave up
+	case idError:
+		return nil, errors.New("row 13 is cursed")
+	case idArgCount:
+		return []Statement{{SQL: "DELETE FROM " + r.Table.QuotedName + " WHERE id = " + r.Placeholder(1), Args: []any{r.Row.ID, "extra"}}}, nil
+	}
+	return []Statement{{
+		SQL:  "DELETE FROM " + r.Table.QuotedName + " WHERE " + r.Table.Quoted.ID + " = " + r.Placeholder(1),
+		Args: []any{r.Row.ID},
+	}}, nil
+}
+
+// rogueServer answers row idWrongEv with statements for another event.
+type rogueServer struct{ grpcServer }
+
+func (s *rogueServer) Render(ctx context.Context, req *wire.RenderRequest) (*wire.RenderResponse, error) {
+	resp, err := s.grpcServer.Render(ctx, req)
+	if err == nil && req.GetRow().GetId() == idWrongEv {
+		resp.Event = wire.Event_EVENT_DEAD_LETTER
+	}
+	return resp, err
+}
+
+type roguePlugin struct{ GRPCPlugin }
+
+func (p *roguePlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	wire.RegisterEventPluginServer(s, &rogueServer{grpcServer{impl: p.Impl}})
+	return nil
+}
+
+// badManifest declares an unknown event.
+type badManifest struct{ testHandler }
+
+func (badManifest) Describe(context.Context) (Manifest, error) {
+	return Manifest{Name: "bad", Handles: []Handles{{Event: Event(42)}}}, nil
+}
+
+func runHelper(mode string) {
+	serve := func(hs plugin.HandshakeConfig, version int, p plugin.Plugin) {
+		plugin.Serve(&plugin.ServeConfig{
+			HandshakeConfig:  hs,
+			VersionedPlugins: map[int]plugin.PluginSet{version: {PluginName: p}},
+			GRPCServer:       plugin.DefaultGRPCServer,
+		})
+	}
+	h := testHandler{name: "test-helper"}
+	switch mode {
+	case "ok":
+		Serve(h)
+	case "rogue":
+		serve(Handshake, ProtocolVersion, &roguePlugin{GRPCPlugin{Impl: h}})
+	case "bad-manifest":
+		Serve(badManifest{h})
+	case "wrong-cookie":
+		hs := Handshake
+		hs.MagicCookieKey, hs.MagicCookieValue = "OTHER_APP_PLUGIN", "not-settle"
+		serve(hs, ProtocolVersion, &GRPCPlugin{Impl: h})
+	case "version-2":
+		hs := Handshake
+		hs.ProtocolVersion = 2
+		serve(hs, 2, &GRPCPlugin{Impl: h})
+	case "not-a-plugin":
+		fmt.Println("hello, I am a command-line tool")
+	case "silent":
+		time.Sleep(time.Hour) // a binary that never speaks: the host's start timeout ends it
+	default:
+		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
+		os.Exit(2)
+	}
+}
+
+// loadHelper loads the test binary as a plugin in mode.
+func loadHelper(t *testing.T, mode string, opts ...Option) (*Plugin, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts = append([]Option{Env(helperEnv + "=" + mode)}, opts...)
+	p, err := Load(ctx, os.Args[0], opts...)
+	if err == nil {
+		t.Cleanup(func() { p.Close() })
+	}
+	return p, err
+}

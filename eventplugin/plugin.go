@@ -1,0 +1,422 @@
+package eventplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/settlehq/settle/core/clock"
+)
+
+// Plugin is a running event plugin process, as Load started it. It renders the events the
+// plugin declared (Render), restarts the process with backoff after a crash or a hang, and is
+// safe for concurrent use. Close ends the process.
+type Plugin struct {
+	path string
+	cfg  config
+	log  *slog.Logger
+
+	startMu sync.Mutex // one start at a time
+
+	mu       sync.Mutex
+	name     string
+	manifest Manifest
+	client   *plugin.Client
+	rpc      *grpcClient
+	gen      uint64 // counts starts, so that one failure is acted on once
+	down     error  // why the plugin is down; nil while it runs
+	backoff  time.Duration
+	timer    clock.Timer
+	closed   bool
+	changed  chan struct{} // closed and replaced on every change of state
+	wg       sync.WaitGroup
+}
+
+var _ Handler = (*Plugin)(nil)
+
+// Load starts the plugin binary at path, performs the handshake (magic cookie, protocol
+// version), asks the plugin what it handles and returns it running. It fails with a
+// StartError (ErrNotPlugin, ErrMagicCookie, ErrProtocol, ErrChecksum, ErrManifest) when the
+// binary cannot serve as an event plugin; a subscription configured with a plugin that failed
+// to load therefore never starts. ctx bounds the start.
+func Load(ctx context.Context, path string, opts ...Option) (*Plugin, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("eventplugin: plugin path %q: %w", path, err)
+	}
+	p := &Plugin{path: abs, cfg: cfg, name: filepath.Base(abs), backoff: cfg.minBackoff, changed: make(chan struct{})}
+	p.log = cfg.logger.With("plugin", p.name)
+	if err := p.start(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Name is the plugin's name, from its manifest.
+func (p *Plugin) Name() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.name
+}
+
+// Path is the plugin binary's absolute path.
+func (p *Plugin) Path() string { return p.path }
+
+// Describe returns the manifest the plugin declared at its last start.
+func (p *Plugin) Describe(context.Context) (Manifest, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.manifest, nil
+}
+
+// Declares reports whether the plugin declared event e for dialect.
+func (p *Plugin) Declares(e Event, dialect string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.manifest.Declares(e, dialect)
+}
+
+// Check makes sure the plugin runs and declares every event of events for dialect. A plugin
+// that is down is started at once, without waiting for its backoff. It is what a subscription
+// calls when it starts: an error means the subscription must not start.
+func (p *Plugin) Check(ctx context.Context, dialect string, events ...Event) error {
+	p.mu.Lock()
+	closed, down := p.closed, p.down
+	p.mu.Unlock()
+	if closed {
+		return &StartError{Plugin: p.Name(), Path: p.path, Err: ErrClosed}
+	}
+	if down != nil {
+		if err := p.start(ctx); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range events {
+		if !p.manifest.Declares(e, dialect) {
+			return &Error{Plugin: p.name, Event: e, Err: fmt.Errorf("%w: the plugin does not handle %s for dialect %q", ErrUndeclared, e, dialect)}
+		}
+	}
+	return nil
+}
+
+// Render asks the plugin for the statements of r and checks them: the event must be one the
+// plugin declared for r.Dialect, the answer must be for that event, and every statement must
+// have as many arguments as placeholders. Every error is an *Error naming the plugin and the
+// event. A crash or a call past the timeout takes the plugin down and schedules its restart;
+// until then Render fails at once with ErrUnavailable.
+func (p *Plugin) Render(ctx context.Context, r *Request) ([]Statement, error) {
+	p.mu.Lock()
+	name := p.name
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return nil, &Error{Plugin: name, Event: r.Event, Err: ErrClosed}
+	case p.down != nil:
+		err := fmt.Errorf("%w: %v; restarting", ErrUnavailable, p.down)
+		p.mu.Unlock()
+		return nil, &Error{Plugin: name, Event: r.Event, Err: err}
+	case !p.manifest.Declares(r.Event, r.Dialect):
+		p.mu.Unlock()
+		return nil, &Error{Plugin: name, Event: r.Event, Err: fmt.Errorf("%w: the plugin does not handle %s for dialect %q", ErrUndeclared, r.Event, r.Dialect)}
+	}
+	rpc, gen := p.rpc, p.gen
+	p.mu.Unlock()
+
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.callTimeout)
+	ev, stmts, err := rpc.render(cctx, r)
+	timedOut := cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	cancel()
+	if err != nil {
+		var herr *HandlerError
+		switch {
+		case errors.As(err, &herr):
+			err = herr
+		case ctx.Err() != nil:
+			// The caller gave up; the plugin is not to blame.
+			err = ctx.Err()
+		case timedOut || status.Code(err) == codes.DeadlineExceeded:
+			err = fmt.Errorf("%w (%v)", ErrTimeout, p.cfg.callTimeout)
+			p.fail(gen, r.Event, err)
+		default:
+			err = fmt.Errorf("%w: %v", ErrCrashed, err)
+			p.fail(gen, r.Event, err)
+		}
+		return nil, &Error{Plugin: name, Event: r.Event, Err: err}
+	}
+	if err := check(r, ev, stmts); err != nil {
+		return nil, &Error{Plugin: name, Event: r.Event, Err: err}
+	}
+	p.mu.Lock()
+	if p.gen == gen {
+		p.backoff = p.cfg.minBackoff
+	}
+	p.mu.Unlock()
+	return stmts, nil
+}
+
+// check validates a plugin's answer to r.
+func check(r *Request, ev Event, stmts []Statement) error {
+	if ev != r.Event {
+		return fmt.Errorf("%w: asked for %s, the plugin answered with statements for %s", ErrUndeclared, r.Event, ev)
+	}
+	if r.Event == EventClaim && len(stmts) == 0 {
+		return fmt.Errorf("%w: a claim needs a query returning the claimed rows", ErrBadStatement)
+	}
+	backslash := r.Dialect == "mysql" || r.Dialect == "mariadb"
+	for i, st := range stmts {
+		if strings.TrimSpace(st.SQL) == "" {
+			return fmt.Errorf("%w: statement %d is empty", ErrBadStatement, i+1)
+		}
+		if n := countPlaceholders(st.SQL, r.Placeholders, backslash); n != len(st.Args) {
+			return &ArgCountError{Statement: i + 1, Placeholders: n, Args: len(st.Args)}
+		}
+	}
+	return nil
+}
+
+// fail takes the plugin of start gen down after a crash or hang during event e, kills its
+// process and schedules the restart.
+func (p *Plugin) fail(gen uint64, e Event, cause error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.gen != gen || p.down != nil {
+		return
+	}
+	p.down = cause
+	old := p.client
+	p.client, p.rpc = nil, nil
+	wait := p.backoff
+	p.backoff = min(2*p.backoff, p.cfg.maxBackoff)
+	p.log.Error("eventplugin: plugin failed during an event; restarting it", "event", e.String(), "err", cause, "backoff", wait)
+	p.timer = p.cfg.clock.AfterFunc(wait, p.restart)
+	p.notify()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		old.Kill()
+	}()
+}
+
+// restart runs on the clock when the backoff has passed.
+func (p *Plugin) restart() {
+	p.mu.Lock()
+	if p.closed || p.down == nil {
+		p.mu.Unlock()
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+	if err := p.start(context.Background()); err != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.closed || p.down == nil {
+			return
+		}
+		wait := p.backoff
+		p.backoff = min(2*p.backoff, p.cfg.maxBackoff)
+		p.log.Error("eventplugin: plugin restart failed; retrying", "err", err, "backoff", wait)
+		p.timer = p.cfg.clock.AfterFunc(wait, p.restart)
+		p.notify()
+		return
+	}
+	p.log.Info("eventplugin: plugin restarted")
+}
+
+// start starts a new process and installs it; on failure the Plugin's state is unchanged.
+func (p *Plugin) start(ctx context.Context) error {
+	p.startMu.Lock()
+	defer p.startMu.Unlock()
+	p.mu.Lock()
+	if p.client != nil || p.closed {
+		// Another start got there first (or Close did).
+		closed := p.closed
+		p.mu.Unlock()
+		if closed {
+			return &StartError{Plugin: p.Name(), Path: p.path, Err: ErrClosed}
+		}
+		return nil
+	}
+	name := p.name
+	p.mu.Unlock()
+
+	client, rpc, m, err := p.launch(ctx, name)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			client.Kill()
+		}()
+		return &StartError{Plugin: name, Path: p.path, Err: ErrClosed}
+	}
+	if p.name != m.Name {
+		p.name = m.Name
+		p.log = p.cfg.logger.With("plugin", m.Name)
+	}
+	p.manifest = m
+	p.client, p.rpc = client, rpc
+	p.gen++
+	p.down = nil
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	p.notify()
+	return nil
+}
+
+// launch runs the binary, completes the handshake and reads the manifest.
+func (p *Plugin) launch(ctx context.Context, name string) (*plugin.Client, *grpcClient, Manifest, error) {
+	startTimeout := p.cfg.startTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		startTimeout = min(startTimeout, time.Until(dl))
+	}
+	if startTimeout <= 0 {
+		return nil, nil, Manifest{}, &StartError{Plugin: name, Path: p.path, Err: context.DeadlineExceeded}
+	}
+	cmd := exec.Command(p.path, p.cfg.args...)
+	cmd.Env = append(cmd.Env, p.cfg.env...)
+	var secure *plugin.SecureConfig
+	if p.cfg.secure != nil {
+		p.cfg.secure.Hash.Reset() // go-plugin does not reset it, and restarts check again
+		secure = p.cfg.secure
+	}
+	stderr := &tail{max: 2048}
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: pluginSets(nil),
+		Cmd:              cmd,
+		SecureConfig:     secure,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		StartTimeout:     startTimeout,
+		Logger:           &hclogAdapter{l: p.cfg.logger.With("plugin", name)},
+		Stderr:           stderr,
+	})
+	fail := func(kind, err error) (*plugin.Client, *grpcClient, Manifest, error) {
+		client.Kill() // waits for the process and its output, so the stderr tail is whole
+		if kind == nil {
+			kind = classifyStart(err, stderr.String())
+		}
+		return nil, nil, Manifest{}, &StartError{Plugin: name, Path: p.path, Kind: kind, Err: err, Stderr: stderr.String()}
+	}
+	proto, err := client.Client()
+	if err != nil {
+		return fail(nil, err)
+	}
+	raw, err := proto.Dispense(PluginName)
+	if err != nil {
+		return fail(ErrNotPlugin, err)
+	}
+	rpc := raw.(*grpcClient)
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.callTimeout)
+	m, err := rpc.Describe(dctx)
+	cancel()
+	if err != nil {
+		return fail(ErrManifest, fmt.Errorf("describe: %w", err))
+	}
+	if err := m.validate(); err != nil {
+		return fail(ErrManifest, err)
+	}
+	return client, rpc, m, nil
+}
+
+// classifyStart tells why go-plugin could not start a binary, from its error and stderr.
+func classifyStart(err error, stderr string) error {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, plugin.ErrChecksumsDoNotMatch):
+		return ErrChecksum
+	case strings.Contains(msg, "incompatible API version"), strings.Contains(msg, "incompatible core API version"):
+		return ErrProtocol
+	case strings.Contains(stderr, "This binary is a plugin"):
+		return ErrMagicCookie
+	case strings.Contains(msg, "Unrecognized remote plugin message"),
+		strings.Contains(msg, "plugin exited before we could connect"),
+		strings.Contains(msg, "timeout while waiting for plugin to start"),
+		strings.Contains(msg, "unsupported plugin protocol"):
+		return ErrNotPlugin
+	}
+	return nil
+}
+
+// Close ends the plugin process and stops restarting it. Calls after Close fail with
+// ErrClosed.
+func (p *Plugin) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	client := p.client
+	p.client, p.rpc = nil, nil
+	p.notify()
+	p.mu.Unlock()
+	if client != nil {
+		client.Kill()
+	}
+	p.wg.Wait()
+	return nil
+}
+
+// notify wakes whoever waits for a change of state; p.mu is held.
+func (p *Plugin) notify() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// state reports whether the plugin runs, and a channel closed at its next change of state.
+func (p *Plugin) state() (up bool, changed <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.down == nil && !p.closed, p.changed
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}
