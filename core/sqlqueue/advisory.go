@@ -111,7 +111,7 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 		}
 		ac := free[0]
 		if ac.c == nil {
-			conn, err := rt.db.Conn(ctx)
+			conn, err := rt.db.Conn(context.WithoutCancel(ctx))
 			if err != nil {
 				return len(a.buf), err
 			}

@@ -24,10 +24,10 @@ type delivery struct {
 	lost    bool       // lease: an extension found the row taken
 	settled bool
 
-	lb *leaseBatch // lease
-	rb *rlBatch    // row lock
-	ac *advConn    // advisory
-	key string     // advisory
+	lb  *leaseBatch // lease
+	rb  *rlBatch    // row lock
+	ac  *advConn    // advisory
+	key string      // advisory
 
 	hctx handlerTx // transactional mode
 }
@@ -150,6 +150,7 @@ func TxAs[T any](ctx context.Context) (T, error) {
 
 // beginHandlerTx opens the handler's transaction per form.
 func (d *delivery) beginHandlerTx(ctx context.Context, h *handlerTx) error {
+	ctx = context.WithoutCancel(ctx) // the outcome ends the transaction, not the handler's context
 	switch d.rt.q.form {
 	case FormLease:
 		tx, err := d.rt.db.Begin(ctx)

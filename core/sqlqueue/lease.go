@@ -80,7 +80,7 @@ func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 func (l *lease) claim(ctx context.Context) (int, error) {
 	rt := l.rt
 	now := rt.now()
-	p := ClaimParams{Now: now, Token: nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
+	p := ClaimParams{Now: now, Token: rt.nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
 	tx, err := rt.db.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -308,7 +308,9 @@ func (l *lease) flush(items []item) {
 
 type mismatch struct{}
 
-func (mismatch) Error() string { return "sqlqueue: grouped settlement matched fewer rows than it settles" }
+func (mismatch) Error() string {
+	return "sqlqueue: grouped settlement matched fewer rows than it settles"
+}
 
 var errMismatch error = mismatch{}
 
@@ -400,7 +402,7 @@ func (l *lease) extend() {
 	}
 	ctx := context.Background()
 	now := rt.now()
-	tok := nextToken(now.Add(rt.cfg.lease))
+	tok := rt.nextToken(now.Add(rt.cfg.lease))
 	tx, err := rt.db.Begin(ctx)
 	if err != nil {
 		rt.log.Error("sqlqueue: extending leases", "error", err)

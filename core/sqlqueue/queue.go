@@ -101,6 +101,8 @@ type runtime struct {
 	stopLn func()
 	dlRef  TableRef // the dead-letter table, in a table without a group column
 	table  string   // the table's name, for errors
+
+	lastToken atomic.Int64 // lease: the last token stamped, in microseconds
 }
 
 // Open checks the table against the catalogue, renders the statements and starts the form's
@@ -212,18 +214,19 @@ func checkColumns(ctx context.Context, d Dialect, db DB, t Table, ref TableRef) 
 	return nil
 }
 
-// tokens makes lease tokens strictly increasing within the process, so that two claims never
-// stamp the same token even when the clock does not move (a virtual clock, a coarse one).
-var lastToken atomic.Int64
-
-func nextToken(t time.Time) time.Time {
+// nextToken makes a subscription's lease tokens strictly increasing, so that two of its claims
+// never stamp the same token even when the clock does not move between them (a coarse clock).
+// A later claim of the same row by anyone stamps a later token anyway: it can only take the
+// row once the earlier token has passed. (Claimants of one queue should share one lease
+// length, or a short lease taken just as a long one expires could repeat its token.)
+func (rt *runtime) nextToken(t time.Time) time.Time {
 	n := t.UTC().Truncate(time.Microsecond).UnixMicro()
 	for {
-		last := lastToken.Load()
+		last := rt.lastToken.Load()
 		if n <= last {
 			n = last + 1
 		}
-		if lastToken.CompareAndSwap(last, n) {
+		if rt.lastToken.CompareAndSwap(last, n) {
 			return time.UnixMicro(n).UTC()
 		}
 	}

@@ -80,7 +80,8 @@ func (r *rowLock) handOut() *delivery {
 func (r *rowLock) claim(ctx context.Context) (int, error) {
 	rt := r.rt
 	p := ClaimParams{Now: rt.now(), Limit: rt.cfg.batch, Group: rt.q.group}
-	tx, err := rt.db.Begin(ctx)
+	// The claim transaction outlives this call: only the settlement ends it.
+	tx, err := rt.db.Begin(context.WithoutCancel(ctx))
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,117 @@
+package sqlqueuetest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// RunBadInput checks that bad descriptions and options are refused with errors naming what is
+// wrong: an unknown table, a missing column, a column of the wrong kind, a cap without an
+// attempt column, a missing dead-letter table, an invalid identifier, a lease ≤ 0.
+func RunBadInput(t *testing.T, open Open) {
+	f := open(t)
+	fm := forms(f)[0]
+	nop := func(ctx context.Context, m *core.Message[Refund]) error { return nil }
+	startErr := func(t *testing.T, f *Fixture, tb sqlqueue.Table, group string, opts ...core.Option) error {
+		e := newEnv(t, f)
+		a := e.app(nil)
+		ep, err := formOf(f, fm.f).ep(tb, group)
+		if err != nil {
+			return err
+		}
+		if err := core.Subscribe(a, ep, nop, opts...); err != nil {
+			return err
+		}
+		return e.runErr(a)
+	}
+	mustMention := func(t *testing.T, err error, words ...string) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("no error; want one mentioning %q", words)
+		}
+		for _, w := range words {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q does not mention %q", err, w)
+			}
+		}
+	}
+	t.Run("unknown_table", func(t *testing.T) {
+		err := startErr(t, open(t), sqlqueue.StandardTable("nowhere"), "q")
+		mustMention(t, err, "nowhere", "no such table")
+	})
+	t.Run("missing_column", func(t *testing.T) {
+		f := open(t)
+		e := newEnv(t, f)
+		tb := sqlqueue.StandardTable("q")
+		tb.Columns.Headers = ""
+		e.create(tb)
+		err := startErr(t, f, sqlqueue.StandardTable("q"), "q")
+		mustMention(t, err, "q", "headers", "no such column")
+		var ce *sqlqueue.ColumnError
+		if !errors.As(err, &ce) || ce.Column != "headers" {
+			t.Errorf("error %v is not a ColumnError for headers", err)
+		}
+	})
+	t.Run("wrong_kind", func(t *testing.T) {
+		f := open(t)
+		e := newEnv(t, f)
+		d := f.Dialect
+		if err := f.Exec(e.ctx, "CREATE TABLE "+d.Quote("q")+" ("+d.Quote("id")+" INTEGER PRIMARY KEY, "+d.Quote("payload")+" TEXT, "+
+			d.Quote("attempt")+" TEXT, "+d.Quote("locked_until")+" TEXT)"); err != nil {
+			t.Fatal(err)
+		}
+		tb := sqlqueue.Table{Name: "q", Columns: sqlqueue.Columns{Attempt: "attempt", LockedUntil: "locked_until"}}
+		mustMention(t, startErr(t, f, tb, ""), "q", "attempt", "integer")
+	})
+	t.Run("cap_without_attempt", func(t *testing.T) {
+		f := open(t)
+		e := newEnv(t, f)
+		tb := sqlqueue.StandardTable("q")
+		tb.Columns.Attempt = ""
+		e.create(tb)
+		mustMention(t, startErr(t, f, tb, "q", core.DeadLetterAfter(3, "dead")), "q", "attempt", "DeadLetterAfter")
+	})
+	t.Run("missing_dead_letter_table", func(t *testing.T) {
+		f := open(t)
+		e := newEnv(t, f)
+		tb := sqlqueue.StandardTable("q")
+		tb.Columns.Group = ""
+		e.create(tb)
+		mustMention(t, startErr(t, f, tb, "", core.DeadLetterAfter(3, "q_dead")), "q_dead", "no such table")
+	})
+	t.Run("invalid_identifier", func(t *testing.T) {
+		f := open(t)
+		tb := sqlqueue.StandardTable(`q"; DROP TABLE q; --`)
+		_, err := fm.ep(tb, "q")
+		mustMention(t, err, "invalid table name")
+		tb = sqlqueue.StandardTable("q")
+		tb.Columns.Attempt = "at tempt"
+		_, err = fm.ep(tb, "q")
+		mustMention(t, err, "attempt", "at tempt")
+		_ = f
+	})
+	t.Run("group_rules", func(t *testing.T) {
+		_, err := fm.ep(sqlqueue.StandardTable("q"), "")
+		mustMention(t, err, "group")
+		tb := sqlqueue.StandardTable("q")
+		tb.Columns.Group = ""
+		_, err = fm.ep(tb, "refunds")
+		mustMention(t, err, "no group column", "refunds")
+	})
+	if f.Lease != nil {
+		t.Run("lease_not_positive", func(t *testing.T) {
+			e := newEnv(t, open(t))
+			ep, err := e.f.Lease(sqlqueue.StandardTable("q"), "q")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = core.Subscribe(e.app(nil), ep, nop, sqlqueue.LeaseFor(0))
+			mustMention(t, err, "LeaseFor", "positive")
+		})
+	}
+}

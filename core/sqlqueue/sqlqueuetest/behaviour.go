@@ -1,0 +1,269 @@
+package sqlqueuetest
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// RunBehaviour runs, in every form: an abandoned delivery is released, a delayed row waits
+// for its time across an App restart, concurrent claimants never share a row, an undecodable
+// payload spends an attempt and is not left locked; and in the advisory form, rows sharing a
+// key are worked one at a time.
+func RunBehaviour(t *testing.T, open Open) {
+	for _, fm := range forms(open(t)) {
+		t.Run(fm.name, func(t *testing.T) {
+			t.Run("abandoned", func(t *testing.T) { t.Parallel(); abandoned(t, open(t), fm.f) })
+			t.Run("delayed_restart", func(t *testing.T) { t.Parallel(); delayedRestart(t, open(t), fm.f) })
+			t.Run("concurrent", func(t *testing.T) { t.Parallel(); concurrent(t, open(t), fm.f) })
+			t.Run("undecodable", func(t *testing.T) { t.Parallel(); undecodable(t, open(t), fm.f) })
+			if fm.f == sqlqueue.FormAdvisory {
+				t.Run("keys_serialise", func(t *testing.T) { t.Parallel(); keysSerialise(t, open(t), fm.f) })
+			}
+		})
+	}
+}
+
+// armedTimers is how many clock timers an idle subscription of the form keeps: the poll timer,
+// and in the lease form the extension timer.
+func armedTimers(which sqlqueue.Form) int {
+	if which == sqlqueue.FormLease {
+		return 2
+	}
+	return 1
+}
+
+// abandoned: the handler outlives the shutdown timeout; its delivery is abandoned and the row
+// comes back to the next App with the attempt the form counts.
+func abandoned(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	fm := formOf(f, which)
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	id := e.publish(e.publisher(tb, "q"), Refund{Card: "c"})
+	entered := make(chan struct{}, 1)
+	a := e.app(nil, core.WithShutdownTimeout(time.Second))
+	subscribe(e, a, e.endpoint(fm, tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		entered <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	stop := e.run(a)
+	waitFor(t, entered, "the handler")
+	armed := e.clock.Pending()
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	if err := e.clock.BlockUntil(e.ctx, armed+1); err != nil { // the shutdown timeout
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	waitFor(t, stopped, "the App to stop")
+	s := e.rec.Settlements()
+	if len(s) != 1 || s[0].Verdict.Action != core.ActAbandon || s[0].Err != nil {
+		t.Fatalf("settlements = %v; want one abandon", s)
+	}
+	rows := e.rows(tb)
+	if len(rows) != 1 {
+		t.Fatalf("rows = %+v; want the row back", rows)
+	}
+	e.isNull("locked_until", rows[0].LockedUntil)
+	if rows[0].ProcessedAt != nil {
+		t.Errorf("abandoned row marked processed")
+	}
+	want := 1
+	if which == sqlqueue.FormRowLock {
+		want = 0 // rolled back
+	}
+	if rows[0].Attempt != want {
+		t.Errorf("attempt = %d; want %d", rows[0].Attempt, want)
+	}
+	// The row is free at once: the next App takes it.
+	got := make(chan int, 1)
+	b := e.app(nil)
+	subscribe(e, b, e.endpoint(fm, tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		got <- m.Attempt()
+		return nil
+	})
+	stopB := e.run(b)
+	if at := waitFor(t, got, "the abandoned row to come back"); at != want+1 {
+		t.Errorf("redelivered with attempt %d; want %d", at, want+1)
+	}
+	e.rec.WaitSettled(2)
+	stopB()
+	if r := e.rows(tb); len(r) != 1 || r[0].ID != id || r[0].ProcessedAt == nil {
+		t.Errorf("rows = %+v; want row %d processed", r, id)
+	}
+}
+
+// delayedRestart: RetryAfter keeps the row in the table; a new App does not take it before
+// its time and takes it then.
+func delayedRestart(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	fm := formOf(f, which)
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	e.publish(e.publisher(tb, "q"), Refund{Card: "c"})
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(fm, tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		return core.RetryAfter(delay)
+	})
+	stop := e.run(a)
+	e.rec.WaitSettled(1)
+	stop()
+	if n := e.clock.Pending(); n != 0 {
+		t.Fatalf("%d timers still armed after the App stopped", n)
+	}
+
+	got := make(chan int, 1)
+	b := e.app(nil)
+	subscribe(e, b, e.endpoint(fm, tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		got <- m.Attempt()
+		return nil
+	}, sqlqueue.PollInterval(delay))
+	stopB := e.run(b)
+	if err := e.clock.BlockUntil(e.ctx, armedTimers(which)); err != nil { // claimed nothing, waiting
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+		t.Fatal("the delayed row was taken before its retry_after")
+	default:
+	}
+	e.clock.Advance(delay)
+	if at := waitFor(t, got, "the delayed row"); at != 2 {
+		t.Errorf("attempt = %d; want 2", at)
+	}
+	e.rec.WaitSettled(2)
+	stopB()
+}
+
+// concurrent: two Apps with several workers each drain one queue; no row is handled twice.
+func concurrent(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	fm := formOf(f, which)
+	tb := sqlqueue.StandardTable("q")
+	tb.Columns.ProcessedAt = ""
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	const n = 120
+	for i := range n {
+		e.publish(p, Refund{Card: "c", Amount: i})
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	h := func(ctx context.Context, m *core.Message[Refund]) error {
+		mu.Lock()
+		seen[m.ID()]++
+		mu.Unlock()
+		return nil
+	}
+	workers := 4
+	if which == sqlqueue.FormRowLock && f.Dialect.Name() == "sqlite" {
+		workers = 1 // the test-only SQLite row-lock form holds the database's write lock per claim
+	}
+	for range 2 {
+		a := e.app(nil)
+		subscribe(e, a, e.endpoint(fm, tb, "q"), h, core.Workers(workers), sqlqueue.BatchSize(7))
+		e.run(a)
+	}
+	e.rec.WaitSettled(n)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != n {
+		t.Errorf("handled %d distinct rows; want %d", len(seen), n)
+	}
+	for id, c := range seen {
+		if c != 1 {
+			t.Errorf("row %s handled %d times", id, c)
+		}
+	}
+	for _, s := range e.rec.Settlements() {
+		if s.Err != nil {
+			t.Errorf("settlement of %s failed: %v", s.Delivery.ID(), s.Err)
+		}
+	}
+}
+
+// undecodable: a payload the codec cannot read takes the decode policy (dead letter), spends
+// an attempt and is not left locked.
+func undecodable(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	fm := formOf(f, which)
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	if _, err := p.PublishRaw(e.ctx, []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	called := atomic.Int32{}
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(fm, tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		called.Add(1)
+		return nil
+	}, core.DeadLetterAfter(3, "q.dead"))
+	stop := e.run(a)
+	s := e.rec.WaitSettled(1)
+	stop()
+	if s[0].Verdict.Action != core.ActDeadLetter || s[0].Err != nil {
+		t.Fatalf("settlement = %v (%v); want a dead letter", s[0].Verdict, s[0].Err)
+	}
+	if called.Load() != 0 {
+		t.Errorf("the handler saw an undecodable payload")
+	}
+	rows := e.rows(tb)
+	if len(rows) != 1 || rows[0].Group != "q.dead" || rows[0].Attempt != 1 || rows[0].LockedUntil != nil {
+		t.Errorf("rows = %+v; want the row in q.dead with attempt 1, not locked", rows)
+	}
+}
+
+// keysSerialise: rows sharing an advisory key are handled one at a time, even with free workers.
+func keysSerialise(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	fm := formOf(f, which)
+	tb := sqlqueue.StandardTable("q")
+	tb.Columns.ProcessedAt = ""
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	const n = 4
+	for i := range n {
+		e.publish(p, Refund{Card: "same", Amount: i})
+	}
+	var inside, most atomic.Int32
+	entered := make(chan chan struct{}, n)
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(fm, tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		c := inside.Add(1)
+		for {
+			m := most.Load()
+			if c <= m || most.CompareAndSwap(m, c) {
+				break
+			}
+		}
+		release := make(chan struct{})
+		entered <- release
+		<-release
+		inside.Add(-1)
+		return nil
+	}, core.Workers(3), sqlqueue.AdvisoryKey("'one key'"))
+	stop := e.run(a)
+	for i := range n {
+		r := waitFor(t, entered, "the next row of the key")
+		if got := inside.Load(); got != 1 {
+			t.Fatalf("row %d: %d handlers inside at once; want 1", i, got)
+		}
+		close(r)
+	}
+	e.rec.WaitSettled(n)
+	stop()
+	if m := most.Load(); m != 1 {
+		t.Errorf("up to %d rows of one key were handled at once; want 1", m)
+	}
+	if rows := e.rows(tb); len(rows) != 0 {
+		t.Errorf("rows left: %+v", rows)
+	}
+}

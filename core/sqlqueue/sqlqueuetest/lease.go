@@ -1,0 +1,184 @@
+package sqlqueuetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// RunLease runs the lease-form cases: a lost lease (with and without a transaction) and lease
+// extension. It skips when the dialect has no lease form.
+func RunLease(t *testing.T, open Open) {
+	if open(t).Lease == nil {
+		t.Skip("the dialect has no lease form")
+	}
+	t.Run("lost", func(t *testing.T) { t.Parallel(); leaseLost(t, open(t), false) })
+	t.Run("lost/tx", func(t *testing.T) { t.Parallel(); leaseLost(t, open(t), true) })
+	t.Run("extended", func(t *testing.T) { t.Parallel(); leaseExtended(t, open(t)) })
+}
+
+// leaseLost: A claims and stalls past its lease (its clock stands still, as a paused process's
+// would); B, whose clock is past A's lease, claims the row. A's settlement then reports
+// ErrLeaseLost and changes nothing; B's settles the row.
+func leaseLost(t *testing.T, f *Fixture, tx bool) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	tb.Columns.ProcessedAt = ""
+	e.create(tb)
+	if tx {
+		e.createSide()
+	}
+	id := e.publish(e.publisher(tb, "q"), Refund{Card: "c"})
+	lease := 10 * time.Second
+
+	clockB := clock.NewVirtual(Epoch.Add(lease + time.Second))
+	type call struct {
+		attempt int
+		release chan error
+	}
+	handler := func(calls chan call, tx bool) core.Handler[Refund] {
+		return func(ctx context.Context, m *core.Message[Refund]) error {
+			c := call{attempt: m.Attempt(), release: make(chan error)}
+			calls <- c
+			err := <-c.release
+			// Written after the stall: on SQLite a transaction holds the write lock, and
+			// B must be able to claim while A stalls.
+			if tx {
+				if werr := writeSide(ctx, f.Dialect, "x"); werr != nil {
+					return werr
+				}
+			}
+			return err
+		}
+	}
+	opts := []core.Option{sqlqueue.LeaseFor(lease)}
+	if tx {
+		opts = append(opts, sqlqueue.Transactional())
+	}
+	callsA, callsB := make(chan call, 1), make(chan call, 1)
+	appA := e.app(nil)
+	subscribe(e, appA, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), handler(callsA, tx), opts...)
+	stopA := e.run(appA)
+	a := waitFor(t, callsA, "A's handler")
+
+	appB := e.app(clockB)
+	subscribe(e, appB, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), handler(callsB, false), sqlqueue.LeaseFor(lease))
+	stopB := e.run(appB)
+	b := waitFor(t, callsB, "B's handler (the row's lease ran out)")
+	if a.attempt != 1 || b.attempt != 2 {
+		t.Errorf("attempts A=%d B=%d; want 1 and 2", a.attempt, b.attempt)
+	}
+
+	if tx {
+		a.release <- nil // ack with the handler's write
+	} else {
+		a.release <- core.Retry()
+	}
+	sa := e.rec.WaitSettled(1)
+	if !errors.Is(sa[0].Err, sqlqueue.ErrLeaseLost) {
+		t.Fatalf("A's settlement error = %v; want ErrLeaseLost", sa[0].Err)
+	}
+	var lle *sqlqueue.LeaseLostError
+	if !errors.As(sa[0].Err, &lle) || lle.ID != id || lle.Attempt != 1 {
+		t.Errorf("A's error = %#v; want a LeaseLostError for row %d attempt 1", sa[0].Err, id)
+	}
+	rows := e.rows(tb)
+	if len(rows) != 1 || rows[0].Attempt != 2 || rows[0].LockedUntil == nil {
+		t.Fatalf("after A's lost settlement rows = %+v; want B's claim untouched (attempt 2, leased)", rows)
+	}
+	e.timeIs("locked_until (B's token)", rows[0].LockedUntil, Epoch.Add(2*lease+time.Second))
+	if tx {
+		if n := e.count(sideTable); n != 0 {
+			t.Errorf("A's handler writes were committed despite the lost lease: %d side rows", n)
+		}
+	}
+	found := false
+	for _, r := range e.logs.Find("sqlqueue: lease lost; another claim owns the row and the settlement changed nothing") {
+		found = found || (r.Attrs["message_id"] == sa[0].Delivery.ID() && r.Attrs["attempt"] == int64(1) && r.Attrs["queue"] == "q")
+	}
+	if !found {
+		t.Errorf("no lease-lost warning with queue, message_id and attempt")
+	}
+
+	b.release <- nil
+	sb := e.rec.WaitSettled(2)
+	if sb[1].Err != nil {
+		t.Fatalf("B's ack failed: %v", sb[1].Err)
+	}
+	stopA()
+	stopB()
+	if rows := e.rows(tb); len(rows) != 0 {
+		t.Errorf("B's ack should delete the row; rows = %+v", rows)
+	}
+}
+
+// leaseExtended: a slow handler's lease is renewed at half the lease, so a claimant past the
+// original lease finds nothing and the slow handler's ack succeeds.
+func leaseExtended(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	tb.Columns.ProcessedAt = ""
+	e.create(tb)
+	e.publish(e.publisher(tb, "q"), Refund{Card: "c"})
+	lease := 10 * time.Second
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	appA := e.app(nil)
+	subscribe(e, appA, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		entered <- struct{}{}
+		<-release
+		return nil
+	}, sqlqueue.LeaseFor(lease))
+	stopA := e.run(appA)
+	waitFor(t, entered, "the slow handler")
+	if r := e.rows(tb); len(r) != 1 {
+		t.Fatalf("rows = %+v", r)
+	} else {
+		e.timeIs("locked_until after the claim", r[0].LockedUntil, Epoch.Add(lease))
+	}
+	// The only timer armed now is the extension's; it is armed again once the extension
+	// has committed.
+	if err := e.clock.BlockUntil(e.ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(lease / 2)
+	if err := e.clock.BlockUntil(e.ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	r := e.rows(tb)
+	e.timeIs("locked_until after the extension", r[0].LockedUntil, Epoch.Add(lease/2+lease))
+
+	// B's clock is past the original lease but inside the extended one.
+	clockB := clock.NewVirtual(Epoch.Add(lease + time.Second))
+	calledB := make(chan struct{}, 1)
+	appB := e.app(clockB)
+	subscribe(e, appB, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		calledB <- struct{}{}
+		return nil
+	}, sqlqueue.LeaseFor(lease))
+	stopB := e.run(appB)
+	// B has claimed (and found nothing) once its poll timer and extension timer are armed.
+	if err := clockB.BlockUntil(e.ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-calledB:
+		t.Fatalf("B claimed a row whose lease was extended")
+	default:
+	}
+	close(release)
+	s := e.rec.WaitSettled(1)
+	if s[0].Err != nil {
+		t.Errorf("the slow handler's ack failed: %v", s[0].Err)
+	}
+	stopB()
+	stopA()
+	if rows := e.rows(tb); len(rows) != 0 {
+		t.Errorf("rows = %+v; want the row deleted", rows)
+	}
+}

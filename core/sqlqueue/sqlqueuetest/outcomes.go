@@ -1,0 +1,297 @@
+package sqlqueuetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// shape is a table shape of the outcome matrix.
+type shape struct {
+	name string
+	// table returns the table description under name.
+	table func(name string) sqlqueue.Table
+	// dead is the dead-letter destination: a group, or a table for shapes without a group.
+	dead string
+}
+
+func (s shape) has(tb sqlqueue.Table) (group, attempt, retryAfter, processed, headers bool) {
+	c := tb.Columns
+	return c.Group != "", c.Attempt != "", c.RetryAfter != "", c.ProcessedAt != "", c.Headers != ""
+}
+
+// Shapes are the table shapes of the outcome matrix: every column (ack marks processed_at,
+// dead letter is a group), no processed_at (ack deletes), no group (dead letter is a table),
+// and the bare minimum (no attempt, no retry_after: no cap, RetryAfter acts as Retry).
+var shapes = []shape{
+	{name: "standard", table: sqlqueue.StandardTable, dead: "q.dead"},
+	{name: "deleting", table: func(n string) sqlqueue.Table {
+		t := sqlqueue.StandardTable(n)
+		t.Columns.ProcessedAt = ""
+		return t
+	}, dead: "q.dead"},
+	{name: "ungrouped", table: func(n string) sqlqueue.Table {
+		t := sqlqueue.StandardTable(n)
+		t.Columns.Group, t.Columns.ProcessedAt = "", ""
+		return t
+	}, dead: "q_dead"},
+	{name: "bare", table: func(n string) sqlqueue.Table {
+		return sqlqueue.Table{Name: n, Columns: sqlqueue.Columns{ID: "id", Payload: "payload", LockedUntil: "locked_until"}}
+	}},
+}
+
+// outcome is a handler outcome of the matrix.
+type outcome struct {
+	name string
+	ret  error
+	dead bool // mounted with DeadLetterAfter(1, …): the retry becomes a dead letter
+}
+
+var delay = time.Minute
+
+var outcomes = []outcome{
+	{name: "ack"},
+	{name: "drop", ret: core.Drop()},
+	{name: "retry", ret: core.Retry()},
+	{name: "retry_after", ret: core.RetryAfter(delay)},
+	{name: "dead_letter", ret: core.Retry(), dead: true},
+}
+
+// RunOutcomes runs every outcome in every form over every table shape, transactional mode off
+// and on, and asserts the rows each leaves.
+func RunOutcomes(t *testing.T, open Open) {
+	probe := open(t)
+	for _, fm := range forms(probe) {
+		t.Run(fm.name, func(t *testing.T) {
+			for _, sh := range shapes {
+				t.Run(sh.name, func(t *testing.T) {
+					for _, oc := range outcomes {
+						for _, tx := range []bool{false, true} {
+							name := oc.name
+							if tx {
+								name += "/tx"
+							}
+							t.Run(name, func(t *testing.T) {
+								t.Parallel()
+								outcomeCase(t, open(t), fm.f, sh, oc, tx)
+							})
+						}
+					}
+				})
+			}
+			t.Run("custom_ack", func(t *testing.T) { t.Parallel(); customCase(t, open(t), fm.f) })
+		})
+	}
+}
+
+func formOf(f *Fixture, which sqlqueue.Form) form {
+	for _, fm := range forms(f) {
+		if fm.f == which {
+			return fm
+		}
+	}
+	panic("form not offered")
+}
+
+func outcomeCase(t *testing.T, f *Fixture, which sqlqueue.Form, sh shape, oc outcome, tx bool) {
+	e := newEnv(t, f)
+	fm := formOf(f, which)
+	tb := sh.table("q")
+	group, hasAttempt, hasRA, processed, headers := sh.has(tb)
+	if oc.dead && !hasAttempt {
+		t.Skip("a cap needs an attempt column (refusal tested in BadInput)")
+	}
+	e.create(tb)
+	var dlTable sqlqueue.Table
+	if oc.dead && !group {
+		dlTable = sh.table(sh.dead)
+		e.create(dlTable)
+	}
+	if tx {
+		e.createSide()
+	}
+	g := ""
+	if group {
+		g = "q"
+	}
+	pub := e.publisher(tb, g)
+	var popts []sqlqueue.PublishOption
+	if headers {
+		popts = append(popts, sqlqueue.WithHeaders(map[string]string{"trace": "t-1"}))
+	}
+	id := e.publish(pub, Refund{Card: "c-1", Amount: 5}, popts...)
+
+	a := e.app(nil)
+	var opts []core.Option
+	if oc.dead {
+		opts = append(opts, core.DeadLetterAfter(1, sh.dead))
+	}
+	if tx {
+		opts = append(opts, sqlqueue.Transactional())
+	}
+	seen := make(chan *core.Message[Refund], 1)
+	release := make(chan struct{})
+	subscribe(e, a, e.endpoint(fm, tb, g), func(ctx context.Context, m *core.Message[Refund]) error {
+		if tx {
+			if err := writeSide(ctx, f.Dialect, "side"); err != nil {
+				return fmt.Errorf("writing through the delivery's transaction: %w", err)
+			}
+		}
+		seen <- m
+		<-release
+		return oc.ret
+	}, opts...)
+	stop := e.run(a)
+	m := waitFor(t, seen, "the handler")
+	e.stopWhileHandling(stop, release)
+	settled := e.rec.WaitSettled(1)
+
+	if m.Attempt() != 1 {
+		t.Errorf("first delivery: Attempt() = %d; want 1", m.Attempt())
+	}
+	if m.Payload.Card != "c-1" {
+		t.Errorf("payload = %+v", m.Payload)
+	}
+	if headers && m.Headers()["trace"] != "t-1" {
+		t.Errorf("headers = %v; want trace=t-1", m.Headers())
+	}
+	if err := settled[0].Err; err != nil {
+		t.Fatalf("settlement failed: %v", err)
+	}
+	if tx {
+		want := 0
+		if oc.name == "ack" {
+			want = 1
+		}
+		if n := e.count(sideTable); n != want {
+			t.Errorf("side rows written through the delivery's transaction: %d; want %d (ack commits them, every other outcome rolls them back)", n, want)
+		}
+	}
+
+	rows := e.rows(tb)
+	now := Epoch
+	// attempts as each form counts them after one delivery
+	counted := 1
+	if which == sqlqueue.FormRowLock {
+		counted = 0 // counted by the statement that returns the row
+	}
+	one := func() *Row {
+		t.Helper()
+		if len(rows) != 1 {
+			t.Fatalf("table holds %d rows; want 1: %+v", len(rows), rows)
+		}
+		r := &rows[0]
+		if r.ID != id {
+			t.Errorf("row id = %d; want %d", r.ID, id)
+		}
+		e.isNull("locked_until", r.LockedUntil)
+		return r
+	}
+	switch oc.name {
+	case "ack", "drop":
+		if !processed {
+			if len(rows) != 0 {
+				t.Errorf("%s should delete the row; table holds %+v", oc.name, rows)
+			}
+			return
+		}
+		r := one()
+		e.timeIs("processed_at", r.ProcessedAt, now)
+		if hasAttempt && r.Attempt != counted {
+			t.Errorf("attempt = %d; want %d", r.Attempt, counted)
+		}
+	case "retry", "retry_after":
+		r := one()
+		if r.ProcessedAt != nil {
+			t.Errorf("processed_at set on a retried row")
+		}
+		if hasAttempt && r.Attempt != 1 {
+			t.Errorf("attempt = %d; want 1", r.Attempt)
+		}
+		if group && r.Group != "q" {
+			t.Errorf("group = %q; want q", r.Group)
+		}
+		if oc.name == "retry_after" && hasRA {
+			e.timeIs("retry_after", r.RetryAfter, now.Add(delay))
+		} else if hasRA {
+			e.isNull("retry_after", r.RetryAfter)
+		}
+		if oc.name == "retry_after" && !hasRA {
+			found := false
+			for _, l := range e.logs.Records(0) {
+				if strings.Contains(l.Message, "without a retry_after column") && l.Attrs["message_id"] == fmt.Sprint(id) && l.Attrs["attempt"] == int64(1) {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no warning with message_id and attempt for retry_after on a table without retry_after")
+			}
+		}
+	case "dead_letter":
+		if group {
+			r := one()
+			if r.Group != sh.dead {
+				t.Errorf("group = %q; want the dead-letter group %q", r.Group, sh.dead)
+			}
+			if r.Attempt != 1 {
+				t.Errorf("attempt = %d; want 1 (the final count)", r.Attempt)
+			}
+			if hasRA {
+				e.isNull("retry_after", r.RetryAfter)
+			}
+			return
+		}
+		if len(rows) != 0 {
+			t.Errorf("the row should have moved out; table holds %+v", rows)
+		}
+		dl := e.rows(dlTable)
+		if len(dl) != 1 {
+			t.Fatalf("dead-letter table holds %d rows; want 1", len(dl))
+		}
+		if dl[0].ID != id || dl[0].Attempt != 1 || !strings.Contains(string(dl[0].Payload), "c-1") {
+			t.Errorf("dead-letter row = id %d attempt %d payload %s; want id %d attempt 1 and the payload", dl[0].ID, dl[0].Attempt, dl[0].Payload, id)
+		}
+		e.isNull("dead-letter locked_until", dl[0].LockedUntil)
+	}
+}
+
+// customCase replaces the ack statement with the service's own SQL.
+func customCase(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	fm := formOf(f, which)
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	id := e.publish(e.publisher(tb, "q"), Refund{Card: "c"})
+	d := f.Dialect
+	ev := func(ctx context.Context, in sqlqueue.EventInput) ([]sqlqueue.Statement, error) {
+		if in.Kind != sqlqueue.EventAck || in.ID != id || in.Attempt != 1 {
+			return nil, fmt.Errorf("unexpected input %+v", in)
+		}
+		q := "UPDATE " + d.Quote("q") + " SET " + d.Quote("grp") + " = " + d.Placeholder(1) + ", " + d.Quote("locked_until") +
+			" = NULL WHERE " + d.Quote("id") + " = " + d.Placeholder(2)
+		args := []any{"archived", in.ID}
+		if in.Form == sqlqueue.FormLease {
+			q += " AND " + d.Quote("locked_until") + " = " + d.Placeholder(3)
+			args = append(args, in.Token)
+		}
+		return []sqlqueue.Statement{{SQL: q, Args: args}}, nil
+	}
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(fm, tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error { return nil },
+		sqlqueue.OnEvent(sqlqueue.EventAck, ev))
+	stop := e.run(a)
+	s := e.rec.WaitSettled(1)
+	stop()
+	if s[0].Err != nil {
+		t.Fatalf("custom ack failed: %v", s[0].Err)
+	}
+	rows := e.rows(tb)
+	if len(rows) != 1 || rows[0].Group != "archived" || rows[0].ProcessedAt != nil {
+		t.Errorf("rows = %+v; want the row moved to group archived by the custom ack, not marked processed", rows)
+	}
+}

@@ -1,0 +1,79 @@
+package sqlite
+
+import (
+	"context"
+	"strings"
+
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// CreateTableSQL returns the DDL of a queue table described by t: the columns it names, with
+// SQLite types, and an index for the claim. For a table whose dead letter is a table, create
+// the dead-letter table with the same description under its own name.
+//
+// For sqlqueue.StandardTable("refunds") it is:
+//
+//	CREATE TABLE IF NOT EXISTS "refunds" (
+//	  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+//	  "payload" BLOB NOT NULL,
+//	  "grp" TEXT NOT NULL,
+//	  "attempt" INTEGER NOT NULL DEFAULT 0,
+//	  "retry_after" TEXT,
+//	  "locked_until" TEXT,
+//	  "processed_at" TEXT,
+//	  "headers" TEXT,
+//	  "created_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+//	);
+//	CREATE INDEX IF NOT EXISTS "refunds_ready" ON "refunds" ("grp", "id") WHERE "processed_at" IS NULL;
+func CreateTableSQL(t sqlqueue.Table) (string, error) {
+	d := &Dialect{}
+	s, err := sqlqueue.NewSchema(d, t)
+	if err != nil {
+		return "", err
+	}
+	var cols []string
+	add := func(q, typ string) {
+		if q != "" {
+			cols = append(cols, "  "+q+" "+typ)
+		}
+	}
+	add(s.ID, "INTEGER PRIMARY KEY AUTOINCREMENT")
+	add(s.Payload, "BLOB NOT NULL")
+	add(s.Group, "TEXT NOT NULL")
+	add(s.Attempt, "INTEGER NOT NULL DEFAULT 0")
+	add(s.RetryAfter, "TEXT")
+	add(s.LockedUntil, "TEXT")
+	add(s.ProcessedAt, "TEXT")
+	add(s.Headers, "TEXT")
+	add(s.CreatedAt, "TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))")
+	ddl := "CREATE TABLE IF NOT EXISTS " + s.QTable + " (\n" + strings.Join(cols, ",\n") + "\n);"
+	var idx []string
+	if s.Group != "" {
+		idx = append(idx, s.Group)
+	}
+	idx = append(idx, s.ID)
+	if len(idx) > 1 || s.ProcessedAt != "" {
+		name := t.Name + "_ready"
+		if t.Schema != "" {
+			name = d.Quote(t.Schema) + "." + d.Quote(name)
+		} else {
+			name = d.Quote(name)
+		}
+		ddl += "\nCREATE INDEX IF NOT EXISTS " + name + " ON " + d.Quote(t.Name) + " (" + strings.Join(idx, ", ") + ")"
+		if s.ProcessedAt != "" {
+			ddl += " WHERE " + s.ProcessedAt + " IS NULL"
+		}
+		ddl += ";"
+	}
+	return ddl, nil
+}
+
+// CreateTable creates the queue table t (if it does not exist) with CreateTableSQL.
+func (db *DB) CreateTable(ctx context.Context, t sqlqueue.Table) error {
+	ddl, err := CreateTableSQL(t)
+	if err != nil {
+		return err
+	}
+	_, err = db.sql.ExecContext(ctx, ddl)
+	return err
+}

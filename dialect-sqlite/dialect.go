@@ -1,0 +1,122 @@
+package sqlite
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// Dialect spells SQL for SQLite. It supports the lease and advisory forms.
+type Dialect struct {
+	path string // advisory keys are per database file
+}
+
+var (
+	_ sqlqueue.LeaseDialect    = (*Dialect)(nil)
+	_ sqlqueue.AdvisoryDialect = (*Dialect)(nil)
+)
+
+// TimeFormat is how times are stored: UTC, microseconds, fixed width, so text order is time order.
+const TimeFormat = "2006-01-02T15:04:05.000000Z"
+
+// Name is "sqlite".
+func (*Dialect) Name() string { return "sqlite" }
+
+// Quote double-quotes an identifier.
+func (*Dialect) Quote(ident string) string {
+	return `"` + strings.ReplaceAll(ident, `"`, `""`) + `"`
+}
+
+// Placeholder is "?".
+func (*Dialect) Placeholder(int) string { return "?" }
+
+// Time formats t as TimeFormat text.
+func (*Dialect) Time(t time.Time) any { return t.UTC().Format(TimeFormat) }
+
+// ParseTime reads a time stored by Time.
+func ParseTime(s string) (time.Time, error) { return time.Parse(TimeFormat, s) }
+
+// Returning is true: SQLite ≥ 3.35 has RETURNING.
+func (*Dialect) Returning() bool { return true }
+
+// Columns reads pragma_table_info.
+func (*Dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) ([]sqlqueue.ColumnInfo, error) {
+	schema := t.Schema
+	if schema == "" {
+		schema = "main"
+	}
+	rows, err := q.Query(ctx, "SELECT name, type FROM pragma_table_info(?, ?)", t.Name, schema)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []sqlqueue.ColumnInfo
+	for rows.Next() {
+		var c sqlqueue.ColumnInfo
+		if err := rows.Scan(&c.Name, &c.Type); err != nil {
+			return nil, err
+		}
+		c.Kind = kind(c.Type)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// kind follows SQLite's type affinity rules, with JSON and date/time names recognised.
+func kind(decl string) sqlqueue.ColumnKind {
+	t := strings.ToUpper(decl)
+	switch {
+	case strings.Contains(t, "INT"):
+		return sqlqueue.KindInteger
+	case strings.Contains(t, "JSON"):
+		return sqlqueue.KindJSON
+	case strings.Contains(t, "CHAR"), strings.Contains(t, "CLOB"), strings.Contains(t, "TEXT"):
+		return sqlqueue.KindText
+	case strings.Contains(t, "BLOB"), t == "":
+		return sqlqueue.KindBytes
+	case strings.Contains(t, "TIME"), strings.Contains(t, "DATE"):
+		return sqlqueue.KindTime
+	}
+	return sqlqueue.KindUnknown
+}
+
+// LeaseClaim is one UPDATE … RETURNING; the claim transaction (BEGIN IMMEDIATE) holds the
+// write lock, so no row lock is needed.
+func (*Dialect) LeaseClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
+	return sqlqueue.UpdateReturningClaim(s, ""), nil
+}
+
+// KeyText casts a key expression to TEXT.
+func (*Dialect) KeyText(expr string) string { return "CAST(" + expr + " AS TEXT)" }
+
+// keys is the process's advisory key registry: database file + key → holding connection.
+var keys = struct {
+	sync.Mutex
+	held map[string]sqlqueue.Conn
+}{held: make(map[string]sqlqueue.Conn)}
+
+// TryLock takes key in the in-process registry for c.
+func (d *Dialect) TryLock(_ context.Context, c sqlqueue.Conn, key string) (bool, error) {
+	k := d.path + "\x00" + key
+	keys.Lock()
+	defer keys.Unlock()
+	if h, ok := keys.held[k]; ok && h != c {
+		return false, nil
+	}
+	keys.held[k] = c
+	return true, nil
+}
+
+// Unlock releases key held by c.
+func (d *Dialect) Unlock(_ context.Context, c sqlqueue.Conn, key string) error {
+	k := d.path + "\x00" + key
+	keys.Lock()
+	defer keys.Unlock()
+	if keys.held[k] == c {
+		delete(keys.held, k)
+	}
+	return nil
+}
