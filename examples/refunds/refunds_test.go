@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/coretest"
+	sqlite "github.com/settlehq/settle/dialect-sqlite"
+)
+
+var epoch = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+
+func TestProcessByCard(t *testing.T) {
+	for card, want := range map[string]error{
+		"4242": nil, "busy-1": ErrBusy, "down-9": ErrUnavailable, "closed-3": ErrDeclined,
+	} {
+		if got := Process(context.Background(), Refund{Card: card}); !errors.Is(got, want) {
+			t.Errorf("Process(%q) = %v; want %v", card, got, want)
+		}
+	}
+}
+
+func TestBackoffDoubles(t *testing.T) {
+	base := 100 * time.Millisecond
+	for attempt, want := range map[int]time.Duration{1: base, 2: 2 * base, 3: 4 * base, 9: 64 * base} {
+		if got := Backoff(base, attempt); got != want {
+			t.Errorf("Backoff(%v, %d) = %v; want %v", base, attempt, got, want)
+		}
+	}
+}
+
+// driveClock advances the virtual clock by step whenever every subscription is idle (its poll
+// and lease-extension timers armed), until done is closed.
+func driveClock(t *testing.T, c *clock.Virtual, idleTimers int, step time.Duration, done <-chan struct{}) {
+	t.Helper()
+	deadline := time.After(coretest.WaitTimeout)
+	for {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-done:
+			case <-deadline:
+			}
+			cancel()
+		}()
+		err := c.BlockUntil(ctx, idleTimers)
+		cancel()
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if err != nil {
+			t.Fatalf("the service did not finish within %v", coretest.WaitTimeout)
+		}
+		c.Advance(step)
+	}
+}
+
+// TestDemo runs the demo against a SQLite file on a virtual clock: every refund ends where
+// its card says, dead letters are logged with their attempts, and the table shows it.
+func TestDemo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "refunds.db")
+	vc := clock.NewVirtual(epoch)
+	logs := &coretest.Logs{}
+	var out bytes.Buffer
+	cfg := Config{DB: path, Backoff: 100 * time.Millisecond, Poll: 200 * time.Millisecond}
+	ran := make(chan error, 1)
+	stopDriving := make(chan struct{})
+	go func() {
+		ran <- Run(context.Background(), cfg, &out, slog.New(logs), core.WithClock(vc))
+		close(stopDriving)
+	}()
+	// two lease subscriptions, each with a poll and an extension timer when idle
+	driveClock(t, vc, 4, cfg.Poll, stopDriving)
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	summary := out.String()
+	for ref, want := range map[string]string{
+		"r-ok-1": "1  refunded", "r-ok-2": "1  refunded",
+		"r-closed-1": "1  declined, dropped", "r-closed-2": "1  declined, dropped",
+		"r-busy-1": "5  dead letter (refunds.dead)", "r-busy-2": "5  dead letter (refunds.dead)",
+		"r-down-1": "5  dead letter (refunds.dead)", "r-down-2": "5  dead letter (refunds.dead)",
+	} {
+		line := ""
+		for _, l := range strings.Split(summary, "\n") {
+			if strings.HasPrefix(l, ref+" ") {
+				line = l
+			}
+		}
+		if !strings.HasSuffix(line, want) {
+			t.Errorf("summary line for %s = %q; want it to end %q\n%s", ref, line, want, summary)
+		}
+	}
+	dead := logs.Find("dead letter: refund gave up")
+	if len(dead) != 4 {
+		t.Errorf("%d dead letters logged; want 4", len(dead))
+	}
+	for _, r := range dead {
+		if r.Attrs["attempts"] != int64(MaxAttempts) {
+			t.Errorf("dead letter %v logged attempts %v; want %d", r.Attrs["ref"], r.Attrs["attempts"], MaxAttempts)
+		}
+	}
+	if n := len(logs.Find("refund declined; dropping it")); n != 2 {
+		t.Errorf("%d declined warnings; want 2", n)
+	}
+	// Busy refunds waited their backoff on the clock: 100+200+400+800 ms at least.
+	if elapsed := vc.Now().Sub(epoch); elapsed < 1500*time.Millisecond {
+		t.Errorf("the demo took %v of virtual time; busy refunds should have backed off for at least 1.5s", elapsed)
+	}
+
+	db, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var inMain, inDead, pending int
+	q := `SELECT
+		COUNT(*) FILTER (WHERE grp = 'refunds' AND processed_at IS NOT NULL),
+		COUNT(*) FILTER (WHERE grp = 'refunds.dead' AND processed_at IS NOT NULL AND attempt = 6),
+		COUNT(*) FILTER (WHERE processed_at IS NULL)
+		FROM refunds`
+	if err := db.SQL().QueryRow(q).Scan(&inMain, &inDead, &pending); err != nil {
+		t.Fatal(err)
+	}
+	if inMain != 4 || inDead != 4 || pending != 0 {
+		t.Errorf("table: %d processed in refunds, %d processed in refunds.dead, %d pending; want 4, 4, 0", inMain, inDead, pending)
+	}
+}
+
+// TestServeTakesInsertedRows inserts a refund the way the README shows (plain SQL, as the
+// sqlite3 shell would) while the service runs in serve mode.
+func TestServeTakesInsertedRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "refunds.db")
+	vc := clock.NewVirtual(epoch)
+	rec := coretest.NewRecorder(t)
+	logs := &coretest.Logs{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := Config{DB: path, Backoff: time.Second, Poll: time.Second, Serve: true}
+	ran := make(chan error, 1)
+	go func() { ran <- Run(ctx, cfg, &bytes.Buffer{}, slog.New(logs), core.WithClock(vc), core.WithObserver(rec.Observe)) }()
+	if err := vc.BlockUntil(ctx, 4); err != nil { // both subscriptions idle: the table exists
+		t.Fatal(err)
+	}
+	db, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.SQL().Exec(`INSERT INTO refunds (grp, payload) VALUES ('refunds', '{"ref":"r-shell","card":"4242","cents":100}')`); err != nil {
+		t.Fatal(err)
+	}
+	vc.Advance(cfg.Poll)
+	s := rec.WaitSettled(1)
+	if s[0].Verdict.Action != core.ActAck || s[0].Err != nil || s[0].Delivery.Attempt() != 1 {
+		t.Errorf("settlement = %v attempt %d err %v; want ack on attempt 1", s[0].Verdict, s[0].Delivery.Attempt(), s[0].Err)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := len(logs.Find("refunded")); n != 1 {
+		t.Errorf("%d refunded logs; want 1", n)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	err := Run(context.Background(), Config{DB: filepath.Join(t.TempDir(), "x.db"), Backoff: -time.Second, Poll: time.Second}, &bytes.Buffer{}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), "-backoff") {
+		t.Errorf("negative backoff: err = %v", err)
+	}
+}
