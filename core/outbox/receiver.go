@@ -1,0 +1,151 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// Receiver marks a subscription as the receiving side of this outbox. For a delivery that
+// carries HeaderID it looks the record up first: a record already processed is acknowledged
+// without running the handler (duplicate suppression). After the handler, ack and drop mark
+// the record processed (or delete it, without a processed_at column); retry and retry-after
+// leave it, so the next start publishes it again.
+//
+// The mark runs in the delivery's transaction when the subscription is a transactional SQL
+// one (sqlqueue.Transactional) on the outbox's database, so it commits with the handler's
+// writes; a handler on another transport can mark inside its own transaction with Processed.
+// Otherwise the receiver marks on the outbox's database after the handler returned.
+//
+// A delivery without the header, or with a malformed one, is handled as a plain delivery and
+// logged.
+func (o *Outbox) Receiver() core.Option { return core.Use(o.receive) }
+
+type receiptKey struct{}
+
+// receipt is what the receiver tells the handler through its context.
+type receipt struct {
+	o      *Outbox
+	id     int64
+	marked bool
+}
+
+// Processed marks the record of the delivery the handler is working on as processed inside
+// q, the handler's own transaction, so that the mark commits (or rolls back) with its writes.
+// It is a no-op outside an outbox receiver or for a delivery that is not an outbox record.
+func Processed(ctx context.Context, q sqlqueue.Queryer) error {
+	r, ok := ctx.Value(receiptKey{}).(*receipt)
+	if !ok || r.marked {
+		return nil
+	}
+	if err := r.o.markProcessed(ctx, q, r.id); err != nil {
+		return err
+	}
+	r.marked = true
+	return nil
+}
+
+func (o *Outbox) receive(next core.HandlerFunc) core.HandlerFunc {
+	return func(ctx context.Context, d core.Delivery) error {
+		raw, ok := d.Headers()[HeaderID]
+		if !ok {
+			o.log.Warn("outbox receiver: delivery has no "+HeaderID+" header; handled as a plain delivery",
+				"message_id", d.ID(), "attempt", d.Attempt())
+			return next(ctx, d)
+		}
+		id, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || id <= 0 {
+			o.log.Warn("outbox receiver: malformed "+HeaderID+" header; handled as a plain delivery",
+				"message_id", d.ID(), "attempt", d.Attempt(), "header", raw)
+			return next(ctx, d)
+		}
+		q, err := o.queryer(ctx)
+		if err != nil {
+			return err
+		}
+		state, err := o.state(ctx, q, id)
+		if err != nil {
+			return fmt.Errorf("outbox: looking up record %d in %s: %w", id, o.t.Ref(), err)
+		}
+		switch state {
+		case recordProcessed:
+			o.log.Info("outbox receiver: record already processed; duplicate acknowledged without the handler",
+				"message_id", d.ID(), "attempt", d.Attempt(), "record_id", id)
+			return nil
+		case recordMissing:
+			o.log.Warn("outbox receiver: no such outbox record; handled as a plain delivery",
+				"message_id", d.ID(), "attempt", d.Attempt(), "record_id", id, "table", o.t.Ref().String())
+			return next(ctx, d)
+		}
+		r := &receipt{o: o, id: id}
+		err = next(context.WithValue(ctx, receiptKey{}, r), d)
+		if o, isOutcome := core.AsOutcome(err); err != nil && (!isOutcome || o.Kind() != core.OutcomeDrop) {
+			return err // retry, retry-after or a failure: the record stays unprocessed
+		}
+		if !r.marked {
+			if merr := o.markProcessed(ctx, q, id); merr != nil {
+				return fmt.Errorf("outbox: marking record %d of %s processed (the record stays unprocessed): %w", id, o.t.Ref(), merr)
+			}
+		}
+		return err
+	}
+}
+
+// queryer is the delivery's transaction in a transactional SQL subscription, else the pool.
+func (o *Outbox) queryer(ctx context.Context) (sqlqueue.Queryer, error) {
+	tx, err := sqlqueue.Tx(ctx)
+	switch {
+	case err == nil:
+		return tx, nil
+	case errors.Is(err, sqlqueue.ErrNotTransactional):
+		return o.db, nil
+	}
+	return nil, err
+}
+
+type recordState uint8
+
+const (
+	recordUnprocessed recordState = iota
+	recordProcessed
+	recordMissing
+)
+
+func (o *Outbox) state(ctx context.Context, q sqlqueue.Queryer, id int64) (recordState, error) {
+	rows, err := q.Query(ctx, o.lookup, id)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		if !o.hasProcessed {
+			return recordProcessed, nil // processed records are deleted
+		}
+		return recordMissing, nil
+	}
+	var processed bool
+	if err := rows.Scan(&processed); err != nil {
+		return 0, err
+	}
+	if processed {
+		return recordProcessed, nil
+	}
+	return recordUnprocessed, rows.Close()
+}
+
+func (o *Outbox) markProcessed(ctx context.Context, q sqlqueue.Queryer, id int64) error {
+	var err error
+	if o.hasProcessed {
+		_, err = q.Exec(ctx, o.mark, o.d.Time(o.now()), id)
+	} else {
+		_, err = q.Exec(ctx, o.mark, id)
+	}
+	return err
+}

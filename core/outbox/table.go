@@ -1,0 +1,143 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// Table describes an outbox table the service owns. ID, Destination and Payload are required;
+// Headers, CreatedAt and ProcessedAt are optional. Without ProcessedAt a processed record is
+// deleted instead of marked.
+type Table struct {
+	// Schema optionally qualifies Name.
+	Schema string
+	// Name is the table's name.
+	Name string
+	// Columns names the table's columns.
+	Columns Columns
+}
+
+// Columns names an outbox table's columns; "" leaves an optional column out.
+type Columns struct {
+	// ID is the ordered integer primary key (default "id"); receivers find records by it.
+	ID string
+	// Destination is where the record is published: a queue, a routing key (default "destination").
+	Destination string
+	// Payload holds the message bytes (default "payload").
+	Payload string
+	// Headers holds a JSON object of string headers.
+	Headers string
+	// CreatedAt records when the record was written.
+	CreatedAt string
+	// ProcessedAt marks a record the receiver has finished; without it such records are deleted.
+	ProcessedAt string
+}
+
+// StandardTable returns a Table named name with every column under its default name: id,
+// destination, payload, headers, created_at, processed_at.
+func StandardTable(name string) Table {
+	return Table{Name: name, Columns: Columns{
+		ID: "id", Destination: "destination", Payload: "payload", Headers: "headers",
+		CreatedAt: "created_at", ProcessedAt: "processed_at",
+	}}
+}
+
+func (t Table) withDefaults() Table {
+	c := &t.Columns
+	for _, f := range []struct {
+		p   *string
+		def string
+	}{{&c.ID, "id"}, {&c.Destination, "destination"}, {&c.Payload, "payload"}} {
+		if *f.p == "" {
+			*f.p = f.def
+		}
+	}
+	return t
+}
+
+// Ref returns the table's reference.
+func (t Table) Ref() sqlqueue.TableRef { return sqlqueue.TableRef{Schema: t.Schema, Name: t.Name} }
+
+type column struct{ role, name string }
+
+func (t Table) columns() []column {
+	c := t.Columns
+	return []column{
+		{"id", c.ID}, {"destination", c.Destination}, {"payload", c.Payload},
+		{"headers", c.Headers}, {"created_at", c.CreatedAt}, {"processed_at", c.ProcessedAt},
+	}
+}
+
+// Validate checks every identifier of t and returns an error naming the first bad one.
+func (t Table) Validate() error {
+	t = t.withDefaults()
+	if t.Schema != "" && !sqlqueue.ValidIdent(t.Schema) {
+		return fmt.Errorf("outbox: table %q: invalid schema name %q", t.Name, t.Schema)
+	}
+	if !sqlqueue.ValidIdent(t.Name) {
+		return fmt.Errorf("outbox: invalid table name %q (letters, digits, _ and $, starting with a letter or _)", t.Name)
+	}
+	seen := map[string]string{}
+	for _, c := range t.columns() {
+		if c.name == "" {
+			continue
+		}
+		if !sqlqueue.ValidIdent(c.name) {
+			return fmt.Errorf("outbox: table %s: invalid name %q for the %s column", t.Ref(), c.name, c.role)
+		}
+		if other, dup := seen[strings.ToLower(c.name)]; dup {
+			return fmt.Errorf("outbox: table %s: column %q is named for both %s and %s", t.Ref(), c.name, other, c.role)
+		}
+		seen[strings.ToLower(c.name)] = c.role
+	}
+	return nil
+}
+
+// check asks the catalogue that the table and every named column exist.
+func (t Table) check(ctx context.Context, d sqlqueue.Dialect, q sqlqueue.Queryer) error {
+	cols, err := d.Columns(ctx, q, t.Ref())
+	if err != nil {
+		return fmt.Errorf("outbox: reading the columns of table %s: %w", t.Ref(), err)
+	}
+	if len(cols) == 0 {
+		return &sqlqueue.ColumnError{Table: t.Ref().String(), Reason: "no such table (the outbox table)"}
+	}
+	have := make(map[string]bool, len(cols))
+	for _, c := range cols {
+		have[strings.ToLower(c.Name)] = true
+	}
+	for _, c := range t.columns() {
+		if c.name != "" && !have[strings.ToLower(c.name)] {
+			return &sqlqueue.ColumnError{Table: t.Ref().String(), Column: c.name, Role: c.role, Reason: "no such column"}
+		}
+	}
+	return nil
+}
+
+// DDL returns the CREATE TABLE statement of a standard outbox table for the dialect d
+// ("sqlite", "postgres", "mysql" or "mariadb").
+func DDL(d sqlqueue.Dialect, name string) (string, error) {
+	t := StandardTable(name)
+	if err := t.Validate(); err != nil {
+		return "", err
+	}
+	q := d.Quote
+	switch d.Name() {
+	case "sqlite":
+		return "CREATE TABLE IF NOT EXISTS " + q(name) + " (\n" +
+			"  id INTEGER PRIMARY KEY AUTOINCREMENT,\n  destination TEXT NOT NULL,\n  payload BLOB NOT NULL,\n" +
+			"  headers TEXT,\n  created_at TEXT NOT NULL,\n  processed_at TEXT\n)", nil
+	case "postgres":
+		return "CREATE TABLE IF NOT EXISTS " + q(name) + " (\n" +
+			"  id BIGSERIAL PRIMARY KEY,\n  destination TEXT NOT NULL,\n  payload BYTEA NOT NULL,\n" +
+			"  headers JSONB,\n  created_at TIMESTAMPTZ NOT NULL,\n  processed_at TIMESTAMPTZ\n)", nil
+	case "mysql", "mariadb":
+		return "CREATE TABLE IF NOT EXISTS " + q(name) + " (\n" +
+			"  id BIGINT AUTO_INCREMENT PRIMARY KEY,\n  destination VARCHAR(255) NOT NULL,\n  payload LONGBLOB NOT NULL,\n" +
+			"  headers TEXT,\n  created_at DATETIME(6) NOT NULL,\n  processed_at DATETIME(6)\n)", nil
+	}
+	return "", fmt.Errorf("outbox: no DDL for dialect %q", d.Name())
+}
