@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -113,7 +114,26 @@ func Open(path string, opts ...Option) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite.Open(%q): %w", path, err)
 	}
-	return &DB{sql: db, q: sqlqueue.StdDB(db), path: abs, dialect: &Dialect{path: abs}}, nil
+	return &DB{sql: db, q: &lockedDB{db: sqlqueue.StdDB(db), w: writers.get(abs, c.busy)}, path: abs, dialect: &Dialect{path: abs}}, nil
+}
+
+// writers holds one writer per database file, shared by every DB opened on it in the process.
+var writers = &writerSet{m: make(map[string]*writer)}
+
+type writerSet struct {
+	sync.Mutex
+	m map[string]*writer
+}
+
+func (ws *writerSet) get(path string, busy time.Duration) *writer {
+	ws.Lock()
+	defer ws.Unlock()
+	w := ws.m[path]
+	if w == nil {
+		w = newWriter(busy)
+		ws.m[path] = w
+	}
+	return w
 }
 
 // SQL returns the database/sql pool, for the service's own queries.

@@ -18,10 +18,14 @@ import (
 type lease struct {
 	rt *runtime
 
-	// source side, used by core's dispatcher goroutine only
-	buf      []*delivery
-	pos      int
-	claimBuf []Claimed
+	// source side, used by core's dispatcher goroutine (and the one prefetch it starts)
+	cur         *leaseBatch
+	pos         int
+	claimBuf    []Claimed
+	prefetching bool
+	pre         chan preClaim
+	preCtx      context.Context
+	preStop     context.CancelFunc
 
 	mu          sync.Mutex
 	batches     []*leaseBatch
@@ -30,6 +34,7 @@ type lease struct {
 	qmu     sync.Mutex
 	queue   []item
 	queued  time.Time // when the oldest queued item arrived
+	flushMu sync.Mutex // held while flushing or extending: both read and write tokens
 	signal  chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
@@ -49,26 +54,51 @@ type item struct {
 }
 
 func newLease(rt *runtime) *lease {
-	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		pre: make(chan preClaim, 1)}
+	l.preCtx, l.preStop = context.WithCancel(context.Background())
 	go l.settler()
 	return l
 }
 
-// Next hands out the next claimed delivery, claiming a batch when none is left.
+// Next hands out the next claimed delivery, claiming a batch when none is left. When a claim
+// came back full, the next one is claimed in the background as soon as the first row of this
+// one is handed out, so that the database works on settling and claiming while the workers
+// handle rows; at most one batch is claimed ahead.
 func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 	for {
-		if l.pos < len(l.buf) {
-			d := l.buf[l.pos]
-			l.buf[l.pos] = nil
+		if l.cur != nil && l.pos < len(l.cur.ds) {
+			d := &l.cur.ds[l.pos]
 			l.pos++
+			if l.pos == 1 && len(l.cur.ds) == l.rt.cfg.batch && !l.prefetching && !l.rt.cfg.perMessage {
+				l.prefetching = true
+				go l.prefetch()
+			}
 			return d, nil
 		}
+		l.cur = nil
+		if l.prefetching {
+			select {
+			case r := <-l.pre:
+				l.prefetching = false
+				if r.err != nil {
+					return nil, r.err
+				}
+				if r.b != nil {
+					l.cur, l.pos = r.b, 0
+					continue
+				}
+			case <-ctx.Done():
+				return nil, ctx.Err() // Close collects the prefetch
+			}
+		}
 		woken := l.rt.wake.wait()
-		n, err := l.claim(ctx)
+		b, err := l.flushAndClaim(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if n > 0 {
+		if b != nil {
+			l.cur, l.pos = b, 0
 			continue
 		}
 		if err := l.rt.waitReady(ctx, woken, nil); err != nil {
@@ -77,48 +107,68 @@ func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 	}
 }
 
-func (l *lease) claim(ctx context.Context) (int, error) {
+type preClaim struct {
+	b   *leaseBatch
+	err error
+}
+
+func (l *lease) prefetch() {
+	b, err := l.flushAndClaim(l.preCtx)
+	l.pre <- preClaim{b: b, err: err}
+}
+
+// flushAndClaim settles what has finished, then claims: the claim then finds the settled rows
+// gone instead of stepping over their leases, and both would wait for the same write lock
+// anyway.
+func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
+	l.flushMu.Lock()
+	l.flushReady(true)
+	l.flushMu.Unlock()
+	return l.claim(ctx)
+}
+
+// claim claims a batch and tracks it; nil when no row is ready.
+func (l *lease) claim(ctx context.Context) (*leaseBatch, error) {
 	rt := l.rt
 	now := rt.now()
 	p := ClaimParams{Now: now, Token: rt.nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
 	tx, err := rt.db.Begin(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	rows, err := rt.doClaim(ctx, tx, p, l.claimBuf[:0])
 	if err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return 0, err
+		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, err
+		return nil, err
 	}
 	l.claimBuf = rows[:0]
 	if len(rows) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	b := &leaseBatch{ds: newDeliveries(rt, rows), left: len(rows)}
 	clear(rows)
-	l.buf, l.pos = l.buf[:0], 0
 	for i := range b.ds {
-		d := &b.ds[i]
-		d.token, d.lb = p.Token, b
-		l.buf = append(l.buf, d)
+		b.ds[i].token, b.ds[i].lb = p.Token, b
 	}
 	l.mu.Lock()
 	l.batches = append(l.batches, b)
 	l.outstanding += len(b.ds)
 	l.mu.Unlock()
-	return len(b.ds), nil
+	return b, nil
 }
 
 // Finish settles d: at once when it carries a transaction, a custom event or PerMessage is
 // set, otherwise through the settler.
 func (l *lease) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, settled core.Settled) {
 	d := cd.(*delivery)
-	ctx = context.WithoutCancel(ctx)
 	rt := l.rt
 	v = rt.effective(d, v)
+	if d.hctx.d != nil || rt.cfg.perMessage || rt.eventFor(v.Action) != nil {
+		ctx = context.WithoutCancel(ctx) // the settlement outlives a cancelled handler
+	}
 	if h := d.openTx(); h != nil {
 		h.closed = true
 		if v.Action == core.ActAck {
@@ -143,8 +193,16 @@ func (l *lease) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, se
 		l.queued = rt.clock.Now()
 	}
 	l.queue = append(l.queue, item{d: d, v: v, settled: settled})
+	n := len(l.queue)
+	l.mu.Lock()
+	all := n >= l.outstanding
+	l.mu.Unlock()
 	l.qmu.Unlock()
-	l.poke()
+	// Wake the settler only when it has something to decide: a first item (to time its
+	// linger), a full flush, or nothing else outstanding.
+	if n == 1 || all || n >= min(rt.cfg.maxFlush, rt.cfg.batch) {
+		l.poke()
+	}
 }
 
 // finishInTx runs d's statement in tx and commits; no matching row rolls back with ErrLeaseLost.
@@ -162,6 +220,7 @@ func (l *lease) finishInTx(ctx context.Context, d *delivery, tx Transaction, v c
 	}
 	d.mu.Unlock()
 	l.done(d, v, err, settled)
+	l.poke() // one fewer outstanding: what is queued may now be all there is
 }
 
 func (l *lease) lost(d *delivery) error {
@@ -179,7 +238,6 @@ func (l *lease) done(d *delivery, v core.Verdict, err error, settled core.Settle
 	if settled != nil {
 		settled(d, v, err)
 	}
-	l.poke()
 }
 
 func (l *lease) forget(d *delivery) {
@@ -222,21 +280,28 @@ func (l *lease) settler() {
 		select {
 		case <-l.signal:
 		case <-ext.C():
+			l.flushMu.Lock()
 			l.flushReady(true)
 			l.extend()
+			l.flushMu.Unlock()
 			ext.Reset(half)
 			continue
 		case <-lingerC:
 			lingerC = nil
 			force = true
 		case <-l.stop:
+			l.flushMu.Lock()
 			l.flushReady(true)
+			l.flushMu.Unlock()
 			if linger != nil {
 				linger.Stop()
 			}
 			return
 		}
-		if wait := l.flushReady(force); wait > 0 {
+		l.flushMu.Lock()
+		wait := l.flushReady(force)
+		l.flushMu.Unlock()
+		if wait > 0 {
 			if lingerC == nil {
 				if linger == nil {
 					linger = rt.clock.NewTimer(wait)
@@ -448,24 +513,42 @@ func (l *lease) extend() {
 	rt.log.Debug("sqlqueue: leases extended", "rows", len(held), "locked_until", tok)
 }
 
-// Close releases the deliveries claimed but never handed out and stops the settler.
+// Close releases the deliveries claimed but never handed out (the rest of the current batch
+// and a batch claimed ahead) and stops the settler.
 func (l *lease) Close() error {
 	var err error
 	l.once.Do(func() {
-		rest := l.buf[l.pos:]
+		var rest []*delivery
+		if l.cur != nil {
+			for i := l.pos; i < len(l.cur.ds); i++ {
+				rest = append(rest, &l.cur.ds[i])
+			}
+			l.cur = nil
+		}
+		l.preStop()
+		if l.prefetching {
+			if r := <-l.pre; r.b != nil {
+				for i := range r.b.ds {
+					rest = append(rest, &r.b.ds[i])
+				}
+			}
+			l.prefetching = false
+		}
 		if len(rest) > 0 {
-			ctx := context.Background()
 			items := make([]item, len(rest))
 			for i, d := range rest {
 				items[i] = item{d: d, v: core.Verdict{Action: core.ActAbandon}}
 			}
 			lost := make([]bool, len(items))
-			err = l.flushEach(ctx, items, lost, l.rt.now())
+			l.flushMu.Lock()
+			err = l.flushEach(context.Background(), items, lost, l.rt.now())
+			l.flushMu.Unlock()
 			for _, it := range items {
+				it.d.mu.Lock()
 				it.d.settled = true
+				it.d.mu.Unlock()
 				l.forget(it.d)
 			}
-			l.buf, l.pos = nil, 0
 		}
 		close(l.stop)
 		<-l.stopped

@@ -1,0 +1,202 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// The drain benchmark: b.N rows through the service (lease form, one worker, claims of 100,
+// grouped settlement) and, for the same rows, a raw go-sqlite3 loop running the same
+// statements in the same process: one UPDATE … RETURNING claim of 100 rows per transaction,
+// then one token-fenced DELETE of the batch per transaction. Each sub-benchmark reports the
+// service's msgs/s, the raw loop's msgs/s and their ratio; allocs/op are the service's per
+// message (allocs/op counts all rounds: divide by benchRounds).
+//
+//	go test -run '^$' -bench Drain -benchtime 20000x ./dialect-sqlite
+func BenchmarkDrain(b *testing.B) {
+	for _, s := range []Sync{Full, Normal} {
+		b.Run("sync="+string(s), func(b *testing.B) {
+			// The machine is shared and noisy: each side runs benchRounds times, alternating,
+			// and the best of each is compared. Only the service's runs are timed.
+			b.StopTimer()
+			raw, svc := 0.0, 0.0
+			b.ReportAllocs()
+			for range benchRounds {
+				raw = max(raw, drainRaw(b, s, b.N))
+				db, table := benchDB(b, s, b.N)
+				b.StartTimer()
+				start := time.Now()
+				drainService(b, db, table, b.N)
+				el := time.Since(start)
+				b.StopTimer()
+				svc = max(svc, float64(b.N)/el.Seconds())
+			}
+			b.ReportMetric(svc, "msgs/s")
+			b.ReportMetric(raw, "raw-msgs/s")
+			b.ReportMetric(svc/raw, "ratio")
+		})
+	}
+}
+
+const benchBatch = 100
+
+// benchRounds is how many times each side drains.
+const benchRounds = 3
+
+func benchTable() sqlqueue.Table {
+	t := sqlqueue.StandardTable("q")
+	t.Columns.ProcessedAt = "" // ack deletes
+	return t
+}
+
+// benchDB returns a fresh database holding n ready rows.
+func benchDB(b *testing.B, s Sync, n int) (*DB, sqlqueue.Table) {
+	b.Helper()
+	db, err := Open(filepath.Join(b.TempDir(), "bench.db"), Synchronous(s))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	t := benchTable()
+	ctx := context.Background()
+	if err := db.CreateTable(ctx, t); err != nil {
+		b.Fatal(err)
+	}
+	tx, err := db.SQL().Begin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ins, err := tx.Prepare(`INSERT INTO "q" ("payload", "grp", "attempt", "created_at") VALUES (?, 'q', 0, ?)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := []byte(`{"card":"4242","cents":100}`)
+	now := db.Dialect().Time(time.Now())
+	for range n {
+		if _, err := ins.Exec(payload, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	return db, t
+}
+
+// drainService runs an App until n rows are settled.
+func drainService(b *testing.B, db *DB, t sqlqueue.Table, n int) {
+	var settled atomic.Int64
+	done := make(chan struct{})
+	app := core.New(core.WithoutSignals(), core.WithLogger(discard()), core.WithObserver(func(s core.Settlement) {
+		if s.Err != nil {
+			b.Errorf("settlement failed: %v", s.Err)
+		}
+		if settled.Add(1) == int64(n) {
+			close(done)
+		}
+	}))
+	ep, err := Lease(db, t, "q")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := core.Subscribe(app, ep, func(ctx context.Context, m *core.Message[[]byte]) error { return nil },
+		core.WithCodec(core.Raw), sqlqueue.BatchSize(benchBatch)); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- app.Run(ctx) }()
+	select {
+	case <-done:
+	case err := <-ran:
+		b.Fatalf("App.Run ended early: %v", err)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// drainRaw drains n rows of a fresh database with the engine's statements, written out, on
+// database/sql directly; it returns msgs/s.
+func drainRaw(b *testing.B, s Sync, n int) float64 {
+	db, _ := benchDB(b, s, n)
+	sdb := db.SQL()
+	ctx := context.Background()
+	lease := 30 * time.Second
+	claim := `UPDATE "q" SET "locked_until" = ?, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "q" WHERE "grp" = ? AND ` +
+		`("retry_after" IS NULL OR "retry_after" <= ?) AND ("locked_until" IS NULL OR "locked_until" <= ?) ORDER BY "id" LIMIT ?) ` +
+		`RETURNING "id", "payload", "attempt", "headers"`
+	del := map[int]string{}
+	deleteSQL := func(k int) string {
+		if q, ok := del[k]; ok {
+			return q
+		}
+		q := `DELETE FROM "q" WHERE "locked_until" = ? AND "id" IN (` + strings.TrimSuffix(strings.Repeat("?, ", k), ", ") + `)`
+		del[k] = q
+		return q
+	}
+	start := time.Now()
+	left := n
+	args := make([]any, 0, benchBatch+1)
+	for left > 0 {
+		now := time.Now().UTC()
+		tok := (&Dialect{}).Time(now.Add(lease))
+		nowS := (&Dialect{}).Time(now)
+		tx, err := sdb.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows, err := tx.QueryContext(ctx, claim, tok, "q", nowS, nowS, benchBatch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		args = append(args[:0], tok)
+		for rows.Next() {
+			var id, att int64
+			var payload, headers []byte
+			if err := rows.Scan(&id, &payload, &att, &headers); err != nil {
+				b.Fatal(err)
+			}
+			args = append(args, id)
+		}
+		rows.Close()
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		k := len(args) - 1
+		if k == 0 {
+			b.Fatalf("raw loop: no rows left with %d to go", left)
+		}
+		tx, err = sdb.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := tx.ExecContext(ctx, deleteSQL(k), args...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got, _ := r.RowsAffected(); got != int64(k) {
+			b.Fatalf("raw loop: deleted %d of %d", got, k)
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		left -= k
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+var _ = fmt.Sprint
+var _ = strconv.Itoa
+var _ *sql.DB
