@@ -33,7 +33,7 @@ type lease struct {
 
 	qmu     sync.Mutex
 	queue   []item
-	queued  time.Time // when the oldest queued item arrived
+	queued  time.Time  // when the oldest queued item arrived
 	flushMu sync.Mutex // held while flushing or extending: both read and write tokens
 	signal  chan struct{}
 	stop    chan struct{}

@@ -148,7 +148,9 @@ func TestServeTakesInsertedRows(t *testing.T) {
 	defer cancel()
 	cfg := Config{DB: path, Backoff: time.Second, Poll: time.Second, Serve: true}
 	ran := make(chan error, 1)
-	go func() { ran <- Run(ctx, cfg, &bytes.Buffer{}, slog.New(logs), core.WithClock(vc), core.WithObserver(rec.Observe)) }()
+	go func() {
+		ran <- Run(ctx, cfg, &bytes.Buffer{}, slog.New(logs), core.WithClock(vc), core.WithObserver(rec.Observe))
+	}()
 	if err := vc.BlockUntil(ctx, 4); err != nil { // both subscriptions idle: the table exists
 		t.Fatal(err)
 	}
