@@ -217,6 +217,9 @@ func (a *advisory) Finish(ctx context.Context, cd core.Delivery, v core.Verdict,
 		return tx.Commit(ctx)
 	}()
 	a.unlock(ac, d.key)
+	if err == nil {
+		rt.wakeAfter(v)
+	}
 	if settled != nil {
 		settled(d, v, err)
 	}

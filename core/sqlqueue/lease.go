@@ -207,6 +207,7 @@ func (l *lease) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, se
 
 // finishInTx runs d's statement in tx and commits; no matching row rolls back with ErrLeaseLost.
 func (l *lease) finishInTx(ctx context.Context, d *delivery, tx Transaction, v core.Verdict, settled core.Settled) {
+	rt := l.rt
 	d.mu.Lock()
 	ok, err := l.rt.finish(ctx, tx, d, v, l.rt.now())
 	switch {
@@ -219,6 +220,9 @@ func (l *lease) finishInTx(ctx context.Context, d *delivery, tx Transaction, v c
 		err = tx.Commit(ctx)
 	}
 	d.mu.Unlock()
+	if err == nil {
+		rt.wakeAfter(v)
+	}
 	l.done(d, v, err, settled)
 	l.poke() // one fewer outstanding: what is queued may now be all there is
 }
@@ -366,6 +370,9 @@ func (l *lease) flush(items []item) {
 		e := err
 		if e == nil && lost[i] {
 			e = l.lost(it.d)
+		}
+		if e == nil {
+			rt.wakeAfter(it.v)
 		}
 		l.done(it.d, it.v, e, it.settled)
 	}

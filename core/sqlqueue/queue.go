@@ -255,3 +255,11 @@ func (rt *runtime) closeListen() {
 }
 
 var errNotOwnDest = errors.New("sqlqueue: dead-letter destination differs from the subscription's DeadLetterAfter destination")
+
+// wakeAfter wakes this process's claimants of a dead-letter group that a settlement moved a row
+// into, so that a dead-letter handler sees it without waiting for its poll.
+func (rt *runtime) wakeAfter(v core.Verdict) {
+	if v.Action == core.ActDeadLetter && rt.s.Group != "" {
+		wakes.entry(rt.db, QueueRef{Table: rt.s.Table.Ref(), Group: v.Dest}).notify()
+	}
+}

@@ -155,6 +155,9 @@ func (r *rowLock) commit(ctx context.Context, b *rlBatch) {
 		_ = b.tx.Rollback(ctx)
 	}
 	for _, it := range b.results {
+		if err == nil {
+			r.rt.wakeAfter(it.v)
+		}
 		if it.settled != nil {
 			it.settled(it.d, it.v, err)
 		}

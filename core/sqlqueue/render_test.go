@@ -1,0 +1,212 @@
+package sqlqueue
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+)
+
+// pgLike is a dialect with numbered placeholders, so the tests see that every statement
+// numbers its arguments in the order the engine binds them.
+type pgLike struct{}
+
+func (pgLike) Name() string               { return "pglike" }
+func (pgLike) Quote(s string) string      { return `"` + s + `"` }
+func (pgLike) Placeholder(n int) string   { return "$" + strconv.Itoa(n) }
+func (pgLike) Time(t time.Time) any       { return t }
+func (pgLike) Returning() bool            { return true }
+func (pgLike) KeyText(expr string) string { return expr + "::text" }
+func (pgLike) LeaseClaim(s *Schema) (Claim, error) {
+	return UpdateReturningClaim(s, " FOR UPDATE SKIP LOCKED"), nil
+}
+func (pgLike) RowLockClaim(s *Schema) (Claim, error) {
+	return SelectClaim(s, " FOR UPDATE SKIP LOCKED"), nil
+}
+func (pgLike) Columns(context.Context, Queryer, TableRef) ([]ColumnInfo, error) {
+	return nil, nil
+}
+func (pgLike) TryLock(context.Context, Conn, string) (bool, error) { return true, nil }
+func (pgLike) Unlock(context.Context, Conn, string) error          { return nil }
+
+func rendered(t *testing.T, f Form, tb Table, dest string) *runtime {
+	t.Helper()
+	group := ""
+	if tb.Columns.Group != "" {
+		group = "g"
+	}
+	var err error
+	switch f {
+	case FormLease:
+		_, err = NewLease(pgLike{}, nil, tb, group)
+	case FormRowLock:
+		_, err = NewRowLock(pgLike{}, nil, tb, group)
+	default:
+		_, err = NewAdvisory(pgLike{}, nil, tb, group)
+	}
+	if err == nil {
+		t.Fatal("a nil database must be refused")
+	}
+	q, err := newQueue(f, pgLike{}, stubDB{}, tb, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.lease, q.rowLock, q.adv = pgLike{}, pgLike{}, pgLike{}
+	rt := &runtime{q: q, s: q.schema, d: q.d, cfg: *configOf(&core.Options{}), sub: core.Subscription{Options: &core.Options{DeadLetterTo: dest}}}
+	if err := rt.render(); err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+type stubDB struct{ DB }
+
+func TestLeaseStatements(t *testing.T) {
+	rt := rendered(t, FormLease, StandardTable("jobs"), "g.dead")
+	for name, c := range map[string][2]string{
+		"done":       {rt.st.done, `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
+		"doneMany":   {rt.st.doneMany.sql(3), `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "locked_until" = $2 AND "id" IN ($3, $4, $5)`},
+		"release":    {rt.st.release, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
+		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
+		"dlGroup":    {rt.st.dlGroup, `UPDATE "jobs" SET "grp" = $1, "retry_after" = NULL, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
+		"extend":     {rt.st.extend, `UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`},
+		"claim":      {rt.claim.(*stmtClaim).sql, `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND ("locked_until" IS NULL OR "locked_until" <= $4) ORDER BY "id" LIMIT $5 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers"`},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("%s:\n got %s\nwant %s", name, c[0], c[1])
+		}
+	}
+}
+
+func TestRowLockStatements(t *testing.T) {
+	tb := StandardTable("jobs")
+	tb.Columns.Group, tb.Columns.ProcessedAt, tb.Columns.LockedUntil = "", "", ""
+	rt := rendered(t, FormRowLock, tb, "jobs_dead")
+	rt.dlRef = TableRef{Name: "jobs_dead"}
+	if err := rt.render(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string][2]string{
+		"done":       {rt.st.done, `DELETE FROM "jobs" WHERE "id" = $1`},
+		"retry":      {rt.st.retry, `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1`},
+		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" = $2`},
+		"dlCopy":     {rt.st.dlCopy, `INSERT INTO "jobs_dead" ("id", "payload", "attempt", "retry_after", "headers", "created_at") SELECT "id", "payload", "attempt" + 1, NULL, "headers", "created_at" FROM "jobs" WHERE "id" = $1`},
+		"dlDelete":   {rt.st.dlDelete, `DELETE FROM "jobs" WHERE "id" = $1`},
+		"claim":      {rt.claim.(*stmtClaim).sql, `SELECT "id", "payload", "attempt" + 1, "headers" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) ORDER BY "id" LIMIT $2 FOR UPDATE SKIP LOCKED`},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("%s:\n got %s\nwant %s", name, c[0], c[1])
+		}
+	}
+}
+
+func TestAdvisoryStatements(t *testing.T) {
+	rt := rendered(t, FormAdvisory, StandardTable("jobs"), "g.dead")
+	for name, c := range map[string][2]string{
+		"candidates": {rt.st.candidates, `SELECT "id", "id"::text FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) ORDER BY "id" LIMIT $3`},
+		"takeStamp":  {rt.st.takeStamp, `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1 AND "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3)`},
+		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1 WHERE "id" = $2`},
+		"done":       {rt.st.done, `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2`},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("%s:\n got %s\nwant %s", name, c[0], c[1])
+		}
+	}
+	if rt.st.retry != "" {
+		t.Errorf("advisory retry writes nothing; got %q", rt.st.retry)
+	}
+	args := rt.st.takeB.bind(ClaimParams{Now: time.Unix(1, 0), Group: "g"}, nil)
+	if len(args) != 2 || args[0] != "g" {
+		t.Errorf("takeStamp arguments after the id = %v; want group, now", args)
+	}
+}
+
+func TestSelectThenUpdateClaim(t *testing.T) {
+	s, err := NewSchema(pgLike{}, StandardTable("jobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := SelectThenUpdateClaim(s, " FOR UPDATE SKIP LOCKED").(*selectUpdateClaim)
+	if want := `SELECT "id", "payload", "attempt" + 1, "headers" FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) AND ("locked_until" IS NULL OR "locked_until" <= $3) ORDER BY "id" LIMIT $4 FOR UPDATE SKIP LOCKED`; c.sel.sql != want {
+		t.Errorf("select:\n got %s\nwant %s", c.sel.sql, want)
+	}
+	if want := `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2, $3)`; c.upd.sql(2) != want {
+		t.Errorf("update:\n got %s\nwant %s", c.upd.sql(2), want)
+	}
+}
+
+func TestPublisherSQL(t *testing.T) {
+	p, err := NewPublisher(pgLike{}, stubDB{}, StandardTable("jobs"), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `INSERT INTO "jobs" ("payload", "grp", "attempt", "created_at", "retry_after", "headers") VALUES ($1, $2, $3, $4, $5, $6) RETURNING "id"`; p.sql[3] != want {
+		t.Errorf("insert:\n got %s\nwant %s", p.sql[3], want)
+	}
+}
+
+func TestTableValidation(t *testing.T) {
+	bad := []Table{
+		{Name: ""},
+		{Name: "1jobs"},
+		{Name: `jobs"; drop`},
+		{Name: "jobs", Schema: "my schema"},
+		{Name: "jobs", Columns: Columns{Attempt: "n-1"}},
+		{Name: "jobs", Columns: Columns{Attempt: "x", RetryAfter: "X"}},
+		{Name: strings.Repeat("a", 64)},
+	}
+	for _, tb := range bad {
+		if err := tb.Validate(); err == nil {
+			t.Errorf("%+v validated", tb)
+		}
+	}
+	if err := StandardTable("jobs").Validate(); err != nil {
+		t.Errorf("StandardTable: %v", err)
+	}
+	if _, err := ParseTableRef("a.b.c"); err == nil {
+		t.Errorf("ParseTableRef(a.b.c) passed")
+	}
+	if r, err := ParseTableRef("s.t"); err != nil || r != (TableRef{Schema: "s", Name: "t"}) {
+		t.Errorf("ParseTableRef(s.t) = %v, %v", r, err)
+	}
+}
+
+func TestConstructorsRefuse(t *testing.T) {
+	tb := StandardTable("jobs")
+	tb.Columns.LockedUntil = ""
+	if _, err := NewLease(pgLike{}, stubDB{}, tb, "g"); err == nil || !strings.Contains(err.Error(), "locked_until") {
+		t.Errorf("lease without locked_until: %v", err)
+	}
+	if _, err := NewLease(pgLike{}, stubDB{}, StandardTable("jobs"), ""); err == nil || !strings.Contains(err.Error(), "group") {
+		t.Errorf("grouped table without a group: %v", err)
+	}
+	for _, o := range []core.Option{LeaseFor(0), LeaseFor(-time.Second), BatchSize(0), PollInterval(0), FlushLimits(0, time.Second),
+		FlushLimits(1, -1), AdvisoryKey(" "), OnEvent(EventAck, nil), OnEvent(numEvents, func(context.Context, EventInput) ([]Statement, error) { return nil, nil })} {
+		if err := core.Subscribe(core.New(), mustLease(t), func(context.Context, *core.Message[[]byte]) error { return nil }, o); err == nil {
+			t.Errorf("option accepted")
+		}
+	}
+}
+
+func mustLease(t *testing.T) core.Endpoint {
+	ep, err := NewLease(pgLike{}, stubDB{}, StandardTable("jobs"), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
+}
+
+func TestTokensIncrease(t *testing.T) {
+	rt := &runtime{}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a, b := rt.nextToken(at), rt.nextToken(at)
+	if !b.After(a) || b.Sub(a) != time.Microsecond {
+		t.Errorf("tokens %v then %v; want strictly increasing by 1µs", a, b)
+	}
+	if c := rt.nextToken(at.Add(time.Second)); !c.Equal(at.Add(time.Second)) {
+		t.Errorf("a later time is its own token; got %v", c)
+	}
+}
