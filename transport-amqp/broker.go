@@ -1,0 +1,236 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rabbitmq/amqp091-go"
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+)
+
+// DialFunc opens a connection to RabbitMQ. URL returns one for a real server; amqptest's
+// Broker.Dial is one for the in-process broker.
+type DialFunc func() (Connection, error)
+
+// URL returns a DialFunc that connects to the server at url (amqp://user:pass@host:port/vhost)
+// through amqp091-go with its default configuration.
+func URL(url string) DialFunc {
+	return func() (Connection, error) {
+		return Dial(url, amqp091.Config{
+			Heartbeat:  10 * time.Second,
+			Locale:     "en_US",
+			Properties: amqp091.Table{"connection_name": "settle"},
+		})
+	}
+}
+
+// Broker is one RabbitMQ connection shared by a service's subscriptions and publishers. It is a
+// core.Backend: register it with the App, which connects at start (core.Starter) and closes it
+// after the subscriptions have stopped.
+//
+// When the connection drops, whoever needs it next (a subscription's consumer, a publisher)
+// dials again; consumers retry with backoff on the clock, redeclare their topology when the
+// Broker declares, and consume again. Every loss and every recovery is logged.
+type Broker struct {
+	dial    DialFunc
+	declare bool
+	log     *slog.Logger
+	clock   clock.Clock
+	backoff [2]time.Duration
+	delays  *core.InProcessDelay
+
+	mu     sync.Mutex
+	conn   Connection
+	dials  int // successful dials; more than one means reconnections
+	closed bool
+
+	pubMu sync.Mutex
+	pub   [2]Channel // [0] plain, [1] confirm mode
+}
+
+// BrokerOption configures a Broker.
+type BrokerOption func(*Broker) error
+
+// DeclareTopology makes subscriptions declare what they need (exchanges, queues, bindings, dead
+// letter queues), idempotently, at start and after every reconnection. Off (the default), each
+// subscription only checks passively that its queue and dead letter exist, and refuses to start
+// naming what is missing. A quorum subscription with core.DeadLetterAfter needs it on: its cap
+// becomes the queue's arguments, which only the declaring service sets.
+func DeclareTopology(on bool) BrokerOption {
+	return func(b *Broker) error { b.declare = on; return nil }
+}
+
+// WithLogger sets the logger for connection events and in-process delays (default
+// slog.Default()). Subscriptions log through the App's logger.
+func WithLogger(l *slog.Logger) BrokerOption {
+	return func(b *Broker) error {
+		if l == nil {
+			return errors.New("amqp.WithLogger(nil): no logger")
+		}
+		b.log = l
+		return nil
+	}
+}
+
+// WithClock sets the clock of reconnection backoff and in-process delays (default: real).
+// Give it the App's clock (core.App.Clock) when the App runs on a virtual one.
+func WithClock(c clock.Clock) BrokerOption {
+	return func(b *Broker) error {
+		if c == nil {
+			return errors.New("amqp.WithClock(nil): no clock")
+		}
+		b.clock = c
+		return nil
+	}
+}
+
+// ReconnectBackoff bounds the wait between attempts to reconnect a consumer: it starts at min
+// and doubles up to max (defaults 100ms and 5s).
+func ReconnectBackoff(min, max time.Duration) BrokerOption {
+	return func(b *Broker) error {
+		if min <= 0 || max < min {
+			return fmt.Errorf("amqp.ReconnectBackoff(%v, %v): need 0 < min <= max", min, max)
+		}
+		b.backoff = [2]time.Duration{min, max}
+		return nil
+	}
+}
+
+// New returns a Broker that connects with dial. It does not connect yet: the App's start does
+// (or the first publish).
+func New(dial DialFunc, opts ...BrokerOption) (*Broker, error) {
+	if dial == nil {
+		return nil, errors.New("amqp.New: nil DialFunc")
+	}
+	b := &Broker{dial: dial, log: slog.Default(), clock: clock.Real(),
+		backoff: [2]time.Duration{100 * time.Millisecond, 5 * time.Second}}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("amqp.New: nil option")
+		}
+		if err := o(b); err != nil {
+			return nil, err
+		}
+	}
+	b.delays = core.NewInProcessDelay(b.clock, b.log)
+	return b, nil
+}
+
+// Start connects; it is called by the App before subscriptions open.
+func (b *Broker) Start(ctx context.Context) error {
+	if _, err := b.connection(); err != nil {
+		return fmt.Errorf("connect to RabbitMQ: %w", err)
+	}
+	return nil
+}
+
+// Close drops the delayed copies held in process (logged with their number), and closes the
+// connection: unacknowledged deliveries return to their queues.
+func (b *Broker) Close() error {
+	b.delays.Close()
+	b.mu.Lock()
+	b.closed = true
+	c := b.conn
+	b.conn = nil
+	b.mu.Unlock()
+	if c == nil || c.IsClosed() {
+		return nil
+	}
+	if err := c.Close(); err != nil && !errors.Is(err, amqp091.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// connection returns the open connection, dialling when there is none or it has closed.
+func (b *Broker) connection() (Connection, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, core.ErrClosed
+	}
+	if b.conn != nil && !b.conn.IsClosed() {
+		return b.conn, nil
+	}
+	lost := b.conn != nil
+	if lost {
+		b.log.Warn("amqp: connection lost; reconnecting")
+	}
+	c, err := b.dial()
+	if err != nil {
+		return nil, err
+	}
+	b.conn = c
+	b.dials++
+	if lost || b.dials > 1 {
+		b.log.Info("amqp: reconnected", "connections", b.dials)
+	}
+	return c, nil
+}
+
+// channel opens a channel on the current connection.
+func (b *Broker) channel() (Channel, error) {
+	c, err := b.connection()
+	if err != nil {
+		return nil, err
+	}
+	return c.Channel()
+}
+
+// publish sends msg through the Broker's own publishing channel, waiting for the broker's
+// confirmation when confirm is set.
+func (b *Broker) publish(ctx context.Context, exchange, key string, msg amqp091.Publishing, confirm bool) error {
+	i := 0
+	if confirm {
+		i = 1
+	}
+	b.pubMu.Lock()
+	ch := b.pub[i]
+	if ch == nil || ch.IsClosed() {
+		var err error
+		if ch, err = b.channel(); err != nil {
+			b.pubMu.Unlock()
+			return err
+		}
+		if confirm {
+			if err := ch.Confirm(false); err != nil {
+				b.pubMu.Unlock()
+				_ = ch.Close()
+				return err
+			}
+		}
+		b.pub[i] = ch
+	}
+	if !confirm {
+		err := ch.PublishWithContext(ctx, exchange, key, false, false, msg)
+		b.pubMu.Unlock()
+		return err
+	}
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, msg)
+	b.pubMu.Unlock()
+	if err != nil {
+		return err
+	}
+	return waitConfirm(ctx, dc)
+}
+
+// waitConfirm waits for one publisher confirmation; a nack or a closed channel is
+// ErrNotConfirmed.
+func waitConfirm(ctx context.Context, dc DeferredConfirmation) error {
+	if dc == nil {
+		return errors.New("amqp: channel is not in confirm mode")
+	}
+	ok, err := dc.WaitContext(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrNotConfirmed
+	}
+	return nil
+}

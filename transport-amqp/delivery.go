@@ -1,0 +1,147 @@
+package amqp
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/rabbitmq/amqp091-go"
+	"github.com/settlehq/settle/core"
+)
+
+// RetryCountHeader is the header in which settle counts the attempts a message has had before
+// this copy: a decimal string, raised by one on every copy settle publishes (a retry on a
+// classic queue with a cap, a delayed retry) and carrying the final count into the dead letter.
+// It has no "x-" prefix: RabbitMQ reserves those.
+const RetryCountHeader = "settle-retry-count"
+
+// Delivery is one message from a classic queue. Handlers reach it with a type assertion on
+// core.Message.Delivery(); a quorum queue's deliveries are *QuorumDelivery.
+//
+// Attempt is settle-retry-count + 1, plus one when RabbitMQ reports the delivery as
+// redelivered (it was requeued or returned by a closed channel). A classic queue reports only
+// that flag, not how often, so repeated returns of the same message count once.
+type Delivery struct {
+	s       *session
+	raw     amqp091.Delivery
+	attempt int
+}
+
+// QuorumDelivery is one message from a quorum queue, which counts its deliveries itself.
+// Attempt is settle-retry-count + x-delivery-count + 1.
+type QuorumDelivery struct {
+	Delivery
+	count int
+}
+
+var (
+	_ core.Delivery = (*Delivery)(nil)
+	_ core.Delivery = (*QuorumDelivery)(nil)
+)
+
+// ID is the message id, or "tag-<n>@<queue>" for a message published without one.
+func (d *Delivery) ID() string {
+	if d.raw.MessageId != "" {
+		return d.raw.MessageId
+	}
+	return "tag-" + strconv.FormatUint(d.raw.DeliveryTag, 10) + "@" + d.s.c.cfg.name
+}
+
+// Attempt is the number of this delivery, 1 on the first.
+func (d *Delivery) Attempt() int { return d.attempt }
+
+// Body is the raw payload.
+func (d *Delivery) Body() []byte { return d.raw.Body }
+
+// Headers returns the message's headers as strings (numbers in decimal, byte strings as they
+// are, other values formatted), nil when it has none. The map is the caller's.
+func (d *Delivery) Headers() map[string]string {
+	if len(d.raw.Headers) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(d.raw.Headers))
+	for k, v := range d.raw.Headers {
+		out[k] = headerString(v)
+	}
+	return out
+}
+
+// Redelivered reports whether RabbitMQ delivered this message before (it was requeued, or its
+// channel closed before it was settled).
+func (d *Delivery) Redelivered() bool { return d.raw.Redelivered }
+
+// Queue names the queue the message was consumed from.
+func (d *Delivery) Queue() string { return d.s.c.cfg.name }
+
+// Raw returns the delivery as amqp091-go reported it (properties, raw header table, routing
+// key). Settle it only through the handler's outcome.
+func (d *Delivery) Raw() amqp091.Delivery { return d.raw }
+
+// RedeliveryCount is how many times the quorum queue delivered this message before
+// (x-delivery-count), 0 on its first delivery.
+func (d *QuorumDelivery) RedeliveryCount() int { return d.count }
+
+func headerString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case int32:
+		return strconv.FormatInt(int64(x), 10)
+	case int16:
+		return strconv.FormatInt(int64(x), 10)
+	case int8:
+		return strconv.FormatInt(int64(x), 10)
+	case int:
+		return strconv.Itoa(x)
+	case uint8:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint16:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10)
+	case bool:
+		return strconv.FormatBool(x)
+	case time.Time:
+		return x.UTC().Format(time.RFC3339)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+// retryCount reads settle-retry-count; ok is false when it is present but not a non-negative
+// decimal string (it then counts as 0).
+func retryCount(h amqp091.Table) (n int, ok bool) {
+	v, present := h[RetryCountHeader]
+	if !present {
+		return 0, true
+	}
+	s, isString := v.(string)
+	if !isString {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// deliveryCount reads a quorum queue's x-delivery-count (absent on the first delivery).
+func deliveryCount(h amqp091.Table) int {
+	switch x := h["x-delivery-count"].(type) {
+	case int64:
+		return int(x)
+	case int32:
+		return int(x)
+	case int16:
+		return int(x)
+	case int:
+		return x
+	}
+	return 0
+}
