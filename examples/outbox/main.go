@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/settlehq/settle/core"
@@ -25,10 +26,13 @@ func main() {
 
 // Service is the wired payouts service.
 type Service struct {
-	DB   *sqlite.DB
-	Box  *outbox.Outbox
-	App  *core.App
+	DB  *sqlite.DB
+	Box *outbox.Outbox
+	App *core.App
+	// Done receives settlements as they happen (dropped when nobody reads: it is for watching).
 	Done chan core.Settlement
+	// Acked counts acknowledged deliveries.
+	Acked atomic.Int64
 }
 
 // NewService opens the database, creates the schema and wires the outbox, its relay into the
@@ -49,6 +53,9 @@ func NewService(ctx context.Context, path string, log *slog.Logger, opts ...core
 	}
 	s := &Service{DB: db, Done: make(chan core.Settlement, 64)}
 	appOpts := append([]core.AppOption{core.WithLogger(log), core.WithObserver(func(st core.Settlement) {
+		if st.Verdict.Action == core.ActAck && st.Err == nil {
+			s.Acked.Add(1)
+		}
 		select {
 		case s.Done <- st:
 		default:
