@@ -12,6 +12,13 @@
 // throughput for small batches (see the benchmark in this package). A lost settlement only
 // redelivers; a lost publish loses the message, hence the default.
 //
+// SQLite has one writer at a time. Within a process, settle's writes (claims, grouped
+// settlements, publishes) take turns on an in-process lock instead of SQLite's busy handler,
+// which sleeps for milliseconds between tries. A handler mounted with sqlqueue.Transactional()
+// holds that write lock while it works (its transaction is a write transaction from its first
+// statement), so claims and settlements wait for it: keep such handlers short. Writes of other
+// processes, or through SQL() directly, meet SQLite's busy timeout as usual.
+//
 // Advisory keys are an in-process registry: they serialise rows with the same key among the
 // subscriptions of one process only. Several processes on one file need the lease form.
 //

@@ -2,6 +2,7 @@ package sqlqueuetest
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,17 +12,20 @@ import (
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
-// RunBehaviour runs, in every form: an abandoned delivery is released, a delayed row waits
+// RunBehaviour runs publishing cases, then, in every form: an abandoned delivery is released, a delayed row waits
 // for its time across an App restart, concurrent claimants never share a row, an undecodable
 // payload spends an attempt and is not left locked; and in the advisory form, rows sharing a
 // key are worked one at a time.
 func RunBehaviour(t *testing.T, open Open) {
+	t.Run("publish", func(t *testing.T) { t.Parallel(); publishing(t, open(t)) })
 	for _, fm := range forms(open(t)) {
 		t.Run(fm.name, func(t *testing.T) {
 			t.Run("abandoned", func(t *testing.T) { t.Parallel(); abandoned(t, open(t), fm.f) })
 			t.Run("delayed_restart", func(t *testing.T) { t.Parallel(); delayedRestart(t, open(t), fm.f) })
 			t.Run("concurrent", func(t *testing.T) { t.Parallel(); concurrent(t, open(t), fm.f) })
 			t.Run("undecodable", func(t *testing.T) { t.Parallel(); undecodable(t, open(t), fm.f) })
+			t.Run("publish_wakes", func(t *testing.T) { t.Parallel(); publishWakes(t, open(t), fm.f) })
+			t.Run("per_message", func(t *testing.T) { t.Parallel(); perMessage(t, open(t), fm.f) })
 			if fm.f == sqlqueue.FormAdvisory {
 				t.Run("keys_serialise", func(t *testing.T) { t.Parallel(); keysSerialise(t, open(t), fm.f) })
 			}
@@ -262,6 +266,92 @@ func keysSerialise(t *testing.T, f *Fixture, which sqlqueue.Form) {
 	stop()
 	if m := most.Load(); m != 1 {
 		t.Errorf("up to %d rows of one key were handled at once; want 1", m)
+	}
+	if rows := e.rows(tb); len(rows) != 0 {
+		t.Errorf("rows left: %+v", rows)
+	}
+}
+
+// publishing: a delay lands in retry_after, headers in headers, and a publish inside a
+// transaction that rolls back leaves no row.
+func publishing(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	id := e.publish(p, Refund{Card: "later"}, sqlqueue.Delay(delay), sqlqueue.WithHeaders(map[string]string{"k": "v"}))
+	tx, err := f.DB.Begin(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlqueue.Publish(e.ctx, p, Refund{Card: "never"}, sqlqueue.InTx(tx)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows := e.rows(tb)
+	if len(rows) != 1 || rows[0].ID != id || rows[0].Group != "q" || rows[0].Attempt != 0 {
+		t.Fatalf("rows = %+v; want only the delayed row, attempt 0", rows)
+	}
+	e.timeIs("retry_after", rows[0].RetryAfter, Epoch.Add(delay))
+	if !strings.Contains(string(rows[0].Headers), `"k":"v"`) {
+		t.Errorf("headers = %s", rows[0].Headers)
+	}
+	bare := sqlqueue.Table{Name: "bare", Columns: sqlqueue.Columns{LockedUntil: "locked_until"}}
+	e.create(bare)
+	if _, err := sqlqueue.Publish(e.ctx, e.publisher(bare, ""), Refund{}, sqlqueue.Delay(time.Second)); err == nil || !strings.Contains(err.Error(), "retry_after") {
+		t.Errorf("a delay on a table without retry_after: err = %v", err)
+	}
+}
+
+// publishWakes: a publish in the same process wakes an idle claimant at once, without its
+// poll interval passing.
+func publishWakes(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	got := make(chan struct{}, 1)
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, which), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		got <- struct{}{}
+		return nil
+	}, sqlqueue.PollInterval(time.Hour))
+	stop := e.run(a)
+	if err := e.clock.BlockUntil(e.ctx, armedTimers(which)); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(e.publisher(tb, "q"), Refund{Card: "now"})
+	waitFor(t, got, "the published row, without advancing the clock")
+	e.rec.WaitSettled(1)
+	stop()
+}
+
+// perMessage: PerMessage settles each delivery with its own statement and commit.
+func perMessage(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	tb.Columns.ProcessedAt = ""
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	const n = 5
+	for i := range n {
+		e.publish(p, Refund{Amount: i})
+	}
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, which), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		if m.Payload.Amount == 0 && m.Attempt() == 1 {
+			return core.Retry()
+		}
+		return nil
+	}, sqlqueue.PerMessage(), core.Workers(2))
+	stop := e.run(a)
+	s := e.rec.WaitSettled(n + 1)
+	stop()
+	for _, x := range s {
+		if x.Err != nil {
+			t.Errorf("settlement of %s: %v", x.Delivery.ID(), x.Err)
+		}
 	}
 	if rows := e.rows(tb); len(rows) != 0 {
 		t.Errorf("rows left: %+v", rows)
