@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/settlehq/settle/core"
 )
 
 // delivery is one claimed row. Deliveries of one claim live in one slab.
@@ -32,8 +34,7 @@ type delivery struct {
 	hctx handlerTx // transactional mode
 }
 
-// Delivery is a queue-table delivery; a handler reaches it with
-// m.Delivery().(*sqlqueue.Delivery)... through the RowID accessor below.
+// ID is the row id in decimal.
 func (d *delivery) ID() string {
 	if d.idStr == "" {
 		d.idStr = strconv.FormatInt(d.id, 10)
@@ -44,21 +45,27 @@ func (d *delivery) ID() string {
 func (d *delivery) Attempt() int { return d.attempt }
 func (d *delivery) Body() []byte { return d.payload }
 
-// Headers decodes the headers column (a JSON object of strings).
+// Headers decodes the headers column (a JSON object of strings). A column that does not hold
+// one (written by hand, say) reads as the single header HeadersError with the decoding error,
+// so the handler can see it instead of losing it.
 func (d *delivery) Headers() map[string]string {
 	if len(d.headers) == 0 || string(d.headers) == "null" {
 		return nil
 	}
 	var h map[string]string
 	if err := json.Unmarshal(d.headers, &h); err != nil {
-		return map[string]string{"settle-headers-error": err.Error()}
+		return map[string]string{HeadersError: err.Error()}
 	}
 	return h
 }
 
+// HeadersError is the header a delivery reports when its headers column is not a JSON object
+// of strings.
+const HeadersError = "settle-headers-error"
+
 // RowID returns the row id of a queue-table delivery (m.Delivery()), and false for a delivery
 // of another backend.
-func RowID(d interface{ ID() string }) (int64, bool) {
+func RowID(d core.Delivery) (int64, bool) {
 	if x, ok := d.(*delivery); ok {
 		return x.id, true
 	}
