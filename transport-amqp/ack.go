@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
@@ -31,7 +32,8 @@ type pendingAck struct {
 // so no range ever acknowledges them.
 //
 // A flush happens when the batch is full, when the consumer is about to wait for the next
-// delivery (idle), after flushInterval on the clock, and before the consumer closes.
+// delivery, on every acknowledgement while it waits (idle), after flushInterval on the clock
+// (busy workers), and before the consumer closes.
 type acker struct {
 	s       *session
 	mu      sync.Mutex
@@ -40,6 +42,7 @@ type acker struct {
 	pending []pendingAck
 	spare   []pendingAck
 	dead    bool
+	idle    atomic.Bool // the consumer waits for its next delivery: send at once
 	timer   clock.Timer
 	armed   bool
 }
@@ -68,7 +71,7 @@ func (a *acker) ack(tag uint64, d core.Delivery, v core.Verdict, settled core.Se
 	}
 	a.window[tag-a.base] = tagAcking
 	a.pending = append(a.pending, pendingAck{d, v, settled})
-	if len(a.pending) < a.s.c.batch {
+	if len(a.pending) < a.s.c.batch && !a.idle.Load() {
 		if !a.armed {
 			a.armed = true
 			if a.timer == nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/settlehq/settle/core/coretest"
 	"github.com/settlehq/settle/core/transporttest"
 	amqp "github.com/settlehq/settle/transport-amqp"
+	"github.com/settlehq/settle/transport-amqp/amqptest"
 )
 
 // url is the RabbitMQ the tests run against.
@@ -166,7 +167,9 @@ func (c capture) Open(ctx context.Context, sub core.Subscription) (core.Source, 
 	return src, fin, err
 }
 
-func (b *backend) isPrefixed(q string) bool { return len(q) > len(b.prefix) && q[:len(b.prefix)] == b.prefix }
+func (b *backend) isPrefixed(q string) bool {
+	return len(q) > len(b.prefix) && q[:len(b.prefix)] == b.prefix
+}
 
 // Publish waits until the subscription on queue (if there is one) has declared it: on RabbitMQ
 // a message published to a queue that does not exist yet is dropped.
@@ -332,6 +335,24 @@ func TestConformanceRabbitMQ(t *testing.T) {
 					Backend:  newBackend(t, dial, c, k.quorum),
 					Features: transporttest.Features{ServerCountsAttempts: k.quorum},
 					Clock:    c,
+				}
+			})
+		})
+	}
+}
+
+func TestConformanceInProcess(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			transporttest.Run(t, func(t *testing.T) transporttest.Env {
+				v := clock.NewVirtual(coretest.Epoch)
+				srv := amqptest.NewBroker(v)
+				return transporttest.Env{
+					Backend:  newBackend(t, srv.Dial, v, k.quorum),
+					Features: transporttest.Features{ServerCountsAttempts: k.quorum},
+					Clock:    v,
+					Virtual:  v,
 				}
 			})
 		})

@@ -167,10 +167,15 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 		select {
 		case m, ok = <-s.deliveries:
 		default:
+			// Idle: send what is batched, and let acknowledgements settled while waiting go
+			// out at once.
+			s.acks.idle.Store(true)
 			s.acks.flush(true)
 			select {
 			case m, ok = <-s.deliveries:
+				s.acks.idle.Store(false)
 			case <-ctx.Done():
+				s.acks.idle.Store(false)
 				return nil, ctx.Err()
 			}
 		}
