@@ -40,6 +40,9 @@ func newAdvisory(rt *runtime) *advisory {
 
 func (a *advisory) Next(ctx context.Context) (core.Delivery, error) {
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err // stopping: take nothing more, not even what is already claimed
+		}
 		if a.pos < len(a.buf) {
 			d := a.buf[a.pos]
 			a.buf[a.pos] = nil

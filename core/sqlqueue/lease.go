@@ -67,6 +67,9 @@ func newLease(rt *runtime) *lease {
 // handle rows; at most one batch is claimed ahead.
 func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err // stopping: take nothing more, not even what is already claimed
+		}
 		if l.cur != nil && l.pos < len(l.cur.ds) {
 			d := &l.cur.ds[l.pos]
 			l.pos++

@@ -38,6 +38,9 @@ func newRowLock(rt *runtime) *rowLock {
 
 func (r *rowLock) Next(ctx context.Context) (core.Delivery, error) {
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err // stopping: take nothing more, not even what is already claimed
+		}
 		if d := r.handOut(); d != nil {
 			return d, nil
 		}

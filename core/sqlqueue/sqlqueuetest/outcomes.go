@@ -142,7 +142,11 @@ func outcomeCase(t *testing.T, f *Fixture, which sqlqueue.Form, sh shape, oc out
 				return fmt.Errorf("writing through the delivery's transaction: %w", err)
 			}
 		}
-		seen <- m
+		select {
+		case seen <- m:
+		default:
+			return fmt.Errorf("delivered again (attempt %d) while the App was stopping", m.Attempt())
+		}
 		<-release
 		return oc.ret
 	}, opts...)

@@ -13,6 +13,7 @@ package sqlqueuetest
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,12 +127,14 @@ func (e *env) run(a *core.App) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
+	var once sync.Once
+	stop = func() { once.Do(func() { e.stop(cancel, done) }) }
+	e.t.Cleanup(stop)
+	return stop
+}
+
+func (e *env) stop(cancel context.CancelFunc, done chan error) {
+	{
 		cancel()
 		select {
 		case err := <-done:
@@ -142,8 +145,6 @@ func (e *env) run(a *core.App) (stop func()) {
 			e.t.Errorf("App.Run did not return within %v of stopping", coretest.WaitTimeout)
 		}
 	}
-	e.t.Cleanup(stop)
-	return stop
 }
 
 // runErr runs a and returns Run's error, for start-up failures.
