@@ -115,6 +115,12 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 	if cfg.perMessage && q.form == FormRowLock {
 		cfg.batch = 1
 	}
+	if q.form == FormLease {
+		cfg.linger = min(cfg.linger, cfg.lease/4) // a flush always starts well before a lease runs out
+	}
+	if q.form == FormAdvisory && cfg.events[EventClaim] != nil {
+		return nil, nil, fmt.Errorf("sqlqueue: queue %q: the advisory form takes rows by locking their keys; a custom claim event applies to the lease and row-lock forms only", q.name)
+	}
 	rt := &runtime{q: q, s: q.schema, d: q.d, db: q.db, cfg: cfg, sub: sub, clock: sub.Clock,
 		table: q.schema.Table.Ref().String()}
 	rt.log = sub.Logger.With("table", rt.table)

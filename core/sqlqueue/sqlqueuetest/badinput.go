@@ -103,6 +103,23 @@ func RunBadInput(t *testing.T, open Open) {
 		_, err = fm.ep(tb, "refunds")
 		mustMention(t, err, "no group column", "refunds")
 	})
+	if f.Advisory != nil {
+		t.Run("advisory_custom_claim", func(t *testing.T) {
+			f := open(t)
+			e := newEnv(t, f)
+			e.create(sqlqueue.StandardTable("q"))
+			ep, err := f.Advisory(sqlqueue.StandardTable("q"), "q")
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := e.app(nil)
+			ev := func(context.Context, sqlqueue.EventInput) ([]sqlqueue.Statement, error) { return nil, nil }
+			if err := core.Subscribe(a, ep, nop, sqlqueue.OnEvent(sqlqueue.EventClaim, ev)); err != nil {
+				t.Fatal(err)
+			}
+			mustMention(t, e.runErr(a), "advisory", "custom claim")
+		})
+	}
 	if f.Lease != nil {
 		t.Run("lease_not_positive", func(t *testing.T) {
 			e := newEnv(t, open(t))

@@ -85,6 +85,9 @@ func RunOutcomes(t *testing.T, open Open) {
 				})
 			}
 			t.Run("custom_ack", func(t *testing.T) { t.Parallel(); customCase(t, open(t), fm.f) })
+			if fm.f != sqlqueue.FormAdvisory {
+				t.Run("custom_claim", func(t *testing.T) { t.Parallel(); customClaim(t, open(t), fm.f) })
+			}
 		})
 	}
 }
@@ -297,5 +300,53 @@ func customCase(t *testing.T, f *Fixture, which sqlqueue.Form) {
 	rows := e.rows(tb)
 	if len(rows) != 1 || rows[0].Group != "archived" || rows[0].ProcessedAt != nil {
 		t.Errorf("rows = %+v; want the row moved to group archived by the custom ack, not marked processed", rows)
+	}
+}
+
+// customClaim replaces the claim with the service's own SQL: newest row first.
+func customClaim(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	if which == sqlqueue.FormLease && !f.Dialect.Returning() {
+		t.Skip("the suite's custom lease claim is an UPDATE … RETURNING")
+	}
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	first := e.publish(p, Refund{Card: "old"})
+	last := e.publish(p, Refund{Card: "new"})
+	d := f.Dialect
+	q := func(s string) string { return d.Quote(s) }
+	ev := func(ctx context.Context, in sqlqueue.EventInput) ([]sqlqueue.Statement, error) {
+		pick := "SELECT " + q("id") + " FROM " + q("q") + " WHERE " + q("grp") + " = " + d.Placeholder(2) + " AND " + q("processed_at") +
+			" IS NULL ORDER BY " + q("id") + " DESC LIMIT 1"
+		if in.Form == sqlqueue.FormLease {
+			// a lease claim must skip leased rows and stamp the token it is given
+			pick = strings.Replace(pick, " ORDER BY", " AND ("+q("locked_until")+" IS NULL OR "+q("locked_until")+" <= "+d.Placeholder(3)+") ORDER BY", 1)
+			// the inner SELECT is wrapped once more so that MySQL-style engines accept it
+			return []sqlqueue.Statement{{SQL: "UPDATE " + q("q") + " SET " + q("locked_until") + " = " + d.Placeholder(1) + ", " + q("attempt") + " = " +
+				q("attempt") + " + 1 WHERE " + q("id") + " IN (SELECT " + q("id") + " FROM (" + pick + ") AS newest) RETURNING " + q("id") + ", " +
+				q("payload") + ", " + q("attempt") + ", " + q("headers"), Args: []any{in.Token, in.Group, in.Now}}}, nil
+		}
+		return []sqlqueue.Statement{{SQL: "SELECT " + q("id") + ", " + q("payload") + ", " + q("attempt") + " + 1, " + q("headers") + " FROM " + q("q") +
+			" WHERE " + q("id") + " IN (SELECT " + q("id") + " FROM (" + strings.Replace(pick, d.Placeholder(2), d.Placeholder(1), 1) + ") AS newest)",
+			Args: []any{in.Group}}}, nil
+	}
+	order := make(chan string, 2)
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, which), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		order <- m.ID()
+		return nil
+	}, sqlqueue.OnEvent(sqlqueue.EventClaim, ev), sqlqueue.BatchSize(1))
+	stop := e.run(a)
+	s := e.rec.WaitSettled(2)
+	stop()
+	got := []string{<-order, <-order}
+	if got[0] != fmt.Sprint(last) || got[1] != fmt.Sprint(first) {
+		t.Errorf("handled %v; want newest first: [%d %d]", got, last, first)
+	}
+	for _, x := range s {
+		if x.Err != nil || x.Delivery.Attempt() != 1 {
+			t.Errorf("settlement of %s: attempt %d, %v", x.Delivery.ID(), x.Delivery.Attempt(), x.Err)
+		}
 	}
 }
