@@ -28,6 +28,7 @@ type DB struct {
 	iso      sql.IsolationLevel
 	txOpts   *sql.TxOptions // set when each transaction must ask for the isolation level itself
 	dialect  *dialect
+	rw       *rewriter
 }
 
 var _ sqlqueue.DB = (*DB)(nil)
@@ -73,7 +74,9 @@ func buildOptions(opts []Option) (dbOptions, error) {
 // "user:password@tcp(host:3306)/dbname?parseTime=true"), detects the server's flavour and
 // version, and returns a DB that owns its pool (Close closes it).
 //
-// Every connection of the pool is set up for settle once, when it connects: the isolation
+// Every connection of the pool is set up for settle once, when it connects: affected-row
+// counts report matched rows (clientFoundRows=true), which the engine's fenced statements
+// rely on; the isolation
 // level (see Isolation) is set as the session's default, under the flavour's name for it
 // (transaction_isolation on MySQL, tx_isolation on MariaDB), so transactions cost no extra
 // statement. Statement arguments are interpolated on the client (interpolateParams=true), one
@@ -104,6 +107,9 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*DB, error) {
 		}
 		cfg.Params[isolationVar(v.Flavour)] = "'" + isolationName(o.iso) + "'"
 	}
+	// The engine reads RowsAffected as "rows the statement matched" (a lease settlement that
+	// matches no row lost its lease); MySQL reports changed rows unless asked for found rows.
+	cfg.ClientFoundRows = true
 	if !strings.Contains(dsn, "interpolateParams=") {
 		cfg.InterpolateParams = true
 	}
@@ -128,7 +134,9 @@ func openConfig(cfg *gomysql.Config) (*sql.DB, error) {
 }
 
 // New wraps a pool the caller opened (and keeps: Close leaves it open), detecting the server's
-// flavour and version through it. The pool's connections are not set up by settle, so each
+// flavour and version through it. The pool's DSN must set clientFoundRows=true (New checks):
+// the engine reads affected-row counts as matched rows, and without the flag MySQL counts only
+// rows whose values changed. The pool's connections are not set up by settle, so each
 // transaction settle begins asks for the isolation level itself (go-sql-driver sends SET
 // TRANSACTION ISOLATION LEVEL before START TRANSACTION: one more round trip per claim); Open
 // avoids that cost.
@@ -144,6 +152,9 @@ func New(ctx context.Context, pool *sql.DB, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkFoundRows(ctx, pool); err != nil {
+		return nil, err
+	}
 	var txOpts *sql.TxOptions
 	if o.iso != sql.LevelDefault {
 		txOpts = &sql.TxOptions{Isolation: o.iso}
@@ -151,8 +162,32 @@ func New(ctx context.Context, pool *sql.DB, opts ...Option) (*DB, error) {
 	return newDB(pool, false, v, database, o.iso, txOpts), nil
 }
 
+// checkFoundRows refuses a pool whose connections count changed rows instead of matched ones.
+func checkFoundRows(ctx context.Context, pool *sql.DB) error {
+	c, err := pool.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("mysql: %w", err)
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, "CREATE TEMPORARY TABLE settle_found_rows_probe (x INT)"); err != nil {
+		return fmt.Errorf("mysql: probing affected-row counts: %w", err)
+	}
+	defer c.ExecContext(context.WithoutCancel(ctx), "DROP TEMPORARY TABLE settle_found_rows_probe")
+	if _, err := c.ExecContext(ctx, "INSERT INTO settle_found_rows_probe VALUES (1)"); err != nil {
+		return fmt.Errorf("mysql: probing affected-row counts: %w", err)
+	}
+	r, err := c.ExecContext(ctx, "UPDATE settle_found_rows_probe SET x = x")
+	if err != nil {
+		return fmt.Errorf("mysql: probing affected-row counts: %w", err)
+	}
+	if n, _ := r.RowsAffected(); n != 1 {
+		return errors.New("mysql: the pool counts changed rows, not matched ones: add clientFoundRows=true to its DSN (settle's fenced statements read matched rows)")
+	}
+	return nil
+}
+
 func newDB(pool *sql.DB, owned bool, v Version, database string, iso sql.IsolationLevel, txOpts *sql.TxOptions) *DB {
-	db := &DB{pool: pool, owned: owned, version: v, database: database, iso: iso, txOpts: txOpts}
+	db := &DB{pool: pool, owned: owned, version: v, database: database, iso: iso, txOpts: txOpts, rw: &rewriter{}}
 	db.dialect = newDialect(v.Flavour, database)
 	return db
 }
@@ -194,12 +229,12 @@ func (db *DB) Close() error {
 
 // Exec runs a statement on some connection of the pool.
 func (db *DB) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
-	return result(db.pool.ExecContext(ctx, q, args...))
+	return result(db.pool.ExecContext(ctx, db.rw.sql(q), args...))
 }
 
 // Query runs a query on some connection of the pool.
 func (db *DB) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
-	return db.pool.QueryContext(ctx, q, args...)
+	return db.pool.QueryContext(ctx, db.rw.sql(q), args...)
 }
 
 // Begin starts a transaction at the DB's isolation level; Unwrap on it returns the *sql.Tx.
@@ -208,7 +243,7 @@ func (db *DB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &txn{tx: tx}, nil
+	return &txn{tx: tx, rw: db.rw}, nil
 }
 
 // Conn reserves one connection of the pool (advisory locks live on it).
@@ -217,16 +252,26 @@ func (db *DB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{c: c, txOpts: db.txOpts}, nil
+	return &conn{c: c, txOpts: db.txOpts, rw: db.rw}, nil
 }
 
-type txn struct{ tx *sql.Tx }
+// txn is a transaction; rw is nil for a caller's transaction (InTx).
+type txn struct {
+	tx *sql.Tx
+	rw *rewriter
+}
 
 func (t *txn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
+	if t.rw != nil {
+		q = t.rw.sql(q)
+	}
 	return result(t.tx.ExecContext(ctx, q, args...))
 }
 
 func (t *txn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
+	if t.rw != nil {
+		q = t.rw.sql(q)
+	}
 	return t.tx.QueryContext(ctx, q, args...)
 }
 
@@ -237,14 +282,15 @@ func (t *txn) Unwrap() any                    { return t.tx }
 type conn struct {
 	c      *sql.Conn
 	txOpts *sql.TxOptions
+	rw     *rewriter
 }
 
 func (c *conn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
-	return result(c.c.ExecContext(ctx, q, args...))
+	return result(c.c.ExecContext(ctx, c.rw.sql(q), args...))
 }
 
 func (c *conn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
-	return c.c.QueryContext(ctx, q, args...)
+	return c.c.QueryContext(ctx, c.rw.sql(q), args...)
 }
 
 func (c *conn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
@@ -252,7 +298,7 @@ func (c *conn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &txn{tx: tx}, nil
+	return &txn{tx: tx, rw: c.rw}, nil
 }
 
 func (c *conn) Close() error { return c.c.Close() }

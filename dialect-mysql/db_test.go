@@ -54,8 +54,21 @@ func TestOpenSetsUpSessions(t *testing.T) {
 
 func TestNewAsksForIsolationPerTransaction(t *testing.T) {
 	s := mariadbServer(t)
-	pool, _ := s.openFresh(t) // the server's default level: REPEATABLE READ
+	dsn, _ := s.freshDatabase(t)
 	ctx := context.Background()
+	plain, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := New(ctx, plain); err == nil || !strings.Contains(err.Error(), "clientFoundRows=true") {
+		t.Fatalf("New on a pool counting changed rows = %v, want an error asking for clientFoundRows=true", err)
+	}
+	pool, err := sql.Open("mysql", dsn+"&clientFoundRows=true") // the server's default level: REPEATABLE READ
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
 	if _, err := pool.ExecContext(ctx, "CREATE TABLE iso (id INT PRIMARY KEY, v INT)"); err != nil {
 		t.Fatal(err)
 	}

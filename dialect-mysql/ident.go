@@ -16,11 +16,11 @@ func checkIdent(what, ident string) error {
 		return fmt.Errorf("mysql: %s is empty", what)
 	}
 	if n := utf8.RuneCountInString(ident); n > maxIdent {
-		return fmt.Errorf("mysql: %s %q is %d characters long; MySQL and MariaDB allow at most %d", what, ident, n, maxIdent)
+		return fmt.Errorf("mysql: invalid %s %q: it is %d characters long; MySQL and MariaDB allow at most %d", what, ident, n, maxIdent)
 	}
 	for _, r := range ident {
 		if !(r == '_' || r == '$' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return fmt.Errorf("mysql: %s %q holds %q; identifiers may hold only letters, digits, _ and $", what, ident, r)
+			return fmt.Errorf("mysql: invalid %s %q: it holds %q; identifiers may hold only letters, digits, _ and $", what, ident, r)
 		}
 	}
 	return nil
