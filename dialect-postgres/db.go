@@ -39,6 +39,9 @@ type DB struct {
 	dialect sqlqueue.Dialect
 	adapter *poolDB
 
+	mu       sync.Mutex
+	reserved int // connections held by advisory subscriptions
+
 	lisOnce sync.Once
 	lis     *listener
 	closed  sync.Once
@@ -186,6 +189,27 @@ func (db *DB) Close() error {
 		}
 	})
 	return nil
+}
+
+// reserve counts n dedicated connections for the advisory subscription name, refusing them
+// when the pool could then not serve a candidate query.
+func (db *DB) reserve(name string, n int) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	max := int(db.pool.Config().MaxConns)
+	if db.reserved+n+1 > max {
+		return fmt.Errorf("postgres: advisory subscription %q keeps one connection per worker (%d) and needs one more for its candidate queries, "+
+			"but the pool allows %d connections and other advisory subscriptions keep %d: raise pool_max_conns to at least %d or lower Workers",
+			name, n, max, db.reserved, db.reserved+n+1)
+	}
+	db.reserved += n
+	return nil
+}
+
+func (db *DB) unreserve(n int) {
+	db.mu.Lock()
+	db.reserved -= n
+	db.mu.Unlock()
 }
 
 func (db *DB) listener() *listener {

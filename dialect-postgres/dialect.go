@@ -213,10 +213,14 @@ func (d *dialect) Unlock(ctx context.Context, c sqlqueue.Conn, key string) error
 	return nil
 }
 
-// KeyText reads the key expression back as text. COALESCE also gives the result column a
-// name of its own ("coalesce"): a bare cast would be named after the key's column, and with
-// the default key (the id) ORDER BY id would then be ambiguous.
-func (*dialect) KeyText(expr string) string { return "COALESCE((" + expr + ")::text, '')" }
+// KeyText reads the key expression back as text, prefixed with the row's table oid: advisory
+// locks are database-wide, and without the prefix row 7 of one queue table would wait for
+// row 7 of another. (The expression also gets a result column name of its own: a bare cast
+// would be named after the key's column, and with the default key, the id, ORDER BY id
+// would then be ambiguous.)
+func (*dialect) KeyText(expr string) string {
+	return "(tableoid::text || ':' || COALESCE((" + expr + ")::text, ''))"
+}
 
 // MoveStatement moves rows in one statement: WITH moved AS (DELETE … RETURNING *) INSERT INTO
 // to (…) SELECT … FROM moved.

@@ -1,7 +1,9 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
+	"sync"
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
@@ -39,11 +41,53 @@ func RowLock(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 // is unlocked after it, also when it failed. An unlock that is not confirmed closes the
 // connection, so a connection holding a lock never returns to the pool. Rows sharing a key
 // are worked one at a time, across processes.
+//
+// Each advisory subscription keeps one pool connection per worker for as long as it runs,
+// and needs one more for its candidate queries: Open refuses a subscription whose connections,
+// with those of the DB's other advisory subscriptions, would leave the pool nothing to look
+// for rows with (it would wait for a connection forever), and names the pool size it needs.
 func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	if err := checkTable(db, t); err != nil {
 		return nil, err
 	}
-	return sqlqueue.NewAdvisory(db.dialect.(sqlqueue.AdvisoryDialect), db.adapter, t, group)
+	ep, err := sqlqueue.NewAdvisory(db.dialect.(sqlqueue.AdvisoryDialect), db.adapter, t, group)
+	if err != nil {
+		return nil, err
+	}
+	return &advisoryEndpoint{Endpoint: ep, db: db}, nil
+}
+
+// advisoryEndpoint reserves the subscription's dedicated connections in the DB's count.
+type advisoryEndpoint struct {
+	core.Endpoint
+	db *DB
+}
+
+func (a *advisoryEndpoint) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
+	n := max(sub.Options.Workers, 1)
+	if err := a.db.reserve(sub.Name, n); err != nil {
+		return nil, nil, err
+	}
+	src, fin, err := a.Endpoint.Open(ctx, sub)
+	if err != nil {
+		a.db.unreserve(n)
+		return nil, nil, err
+	}
+	return &reservedSource{Source: src, db: a.db, n: n}, fin, nil
+}
+
+// reservedSource gives the reservation back when the subscription's source closes.
+type reservedSource struct {
+	core.Source
+	db   *DB
+	n    int
+	once sync.Once
+}
+
+func (r *reservedSource) Close() error {
+	err := r.Source.Close()
+	r.once.Do(func() { r.db.unreserve(r.n) })
+	return err
 }
 
 // checkTable refuses what the engine cannot know is wrong on PostgreSQL: names over 63 bytes,

@@ -73,7 +73,7 @@ func setup(t testing.TB, opts ...postgres.Option) *env {
 		admin.Close()
 		t.Fatalf("create schema: %v", err)
 	}
-	e.pool = newPool(t, e.schema, 8)
+	e.pool = newPool(t, e.schema, 12)
 	db, err := postgres.New(e.pool, opts...)
 	if err != nil {
 		t.Fatal(err)
