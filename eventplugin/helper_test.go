@@ -36,6 +36,7 @@ const (
 	idError    = 13  // the handler returns an error
 	idArgCount = 21  // one placeholder, two arguments
 	idWrongEv  = 22  // the answer claims to be for another event (rogue server only)
+	idBadSQL   = 31  // the statement does not parse
 )
 
 // testHandler declares ack and drop for every dialect and retry_after for sqlite only, and
@@ -59,6 +60,8 @@ func (h testHandler) Render(ctx context.Context, r *Request) ([]Statement, error
 		select {} // never answer, even after the host gave up
 	case idError:
 		return nil, errors.New("row 13 is cursed")
+	case idBadSQL:
+		return []Statement{{SQL: "DELETE FORM " + r.Table.QuotedName + " WHERE id = " + r.Placeholder(1), Args: []any{r.Row.ID}}}, nil
 	case idArgCount:
 		return []Statement{{SQL: "DELETE FROM " + r.Table.QuotedName + " WHERE id = " + r.Placeholder(1), Args: []any{r.Row.ID, "extra"}}}, nil
 	}

@@ -1,0 +1,274 @@
+package eventplugin
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/coretest"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// waitTimeout bounds every wait in real time; running out fails the test.
+const waitTimeout = 30 * time.Second
+
+// backend is one database the real-subprocess tests run against: a fresh, isolated database
+// per call, its dialect, the claim forms it offers, and its own client to read rows back.
+type backend struct {
+	name string
+	// forms names the claim forms the dialect offers.
+	forms []string
+	// open returns a fresh database for t (skipping t when the server is unreachable).
+	open func(t *testing.T) *database
+}
+
+type database struct {
+	dialect  sqlqueue.Dialect
+	register func(a *core.App)
+	// endpoint constructs the endpoint of form on table t.
+	endpoint func(form string, t sqlqueue.Table) (core.Endpoint, error)
+	// ddl creates a queue table described by t.
+	ddl func(t sqlqueue.Table) string
+	// exec and count run statements with the database's own client.
+	exec  func(t *testing.T, sql string, args ...any)
+	count func(t *testing.T, sql string, args ...any) int
+	// retryAfter reads a row's retry_after as a time.
+	retryAfter func(t *testing.T, table string, id int64) time.Time
+}
+
+// backends are registered by the dialect files of this test (postgres_test.go, …).
+var backends []backend
+
+// queueTable is the standard table without group and processed_at: one queue, ack deletes.
+func queueTable(name string) sqlqueue.Table {
+	t := sqlqueue.StandardTable(name)
+	t.Columns.Group, t.Columns.ProcessedAt = "", ""
+	return t
+}
+
+// testApp is a running App whose settlements arrive on a channel.
+type testApp struct {
+	*core.App
+	settled chan core.Settlement
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+func newTestApp(t *testing.T, db *database, logger *slog.Logger) *testApp {
+	a := &testApp{settled: make(chan core.Settlement, 1000)}
+	a.App = core.New(core.WithoutSignals(), core.WithShutdownTimeout(10*time.Second), core.WithLogger(logger),
+		core.WithObserver(func(s core.Settlement) { a.settled <- s }))
+	db.register(a.App)
+	return a
+}
+
+func (a *testApp) start(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel, a.done = cancel, make(chan error, 1)
+	go func() { a.done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-a.done:
+			if err != nil {
+				t.Errorf("App.Run: %v", err)
+			}
+		case <-time.After(waitTimeout):
+			t.Errorf("App.Run did not return within %v", waitTimeout)
+		}
+	})
+}
+
+func (a *testApp) next(t *testing.T) core.Settlement {
+	t.Helper()
+	select {
+	case s := <-a.settled:
+		return s
+	case <-time.After(waitTimeout):
+		t.Fatalf("no settlement within %v", waitTimeout)
+	}
+	return core.Settlement{}
+}
+
+func testLogger() *slog.Logger {
+	if coretest.Env("SETTLE_TEST_LOG", "") == "1" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// auditPlugin loads the example plugin, built once per test binary, with a 1-minute cap on
+// retry_after delays.
+func auditPlugin(t *testing.T) *Plugin {
+	t.Helper()
+	bin := buildPlugin(t, "examples/audit")
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	p, err := Load(ctx, bin, Args("-max-delay", "1m"), Logger(testLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+type job struct{ N int }
+
+// TestExamplePluginSubprocess runs the example plugin as a real subprocess under a
+// subscription, in every form of every reachable database: its ack records an audit row and
+// deletes the job, its retry_after caps a one-hour delay at one minute.
+func TestExamplePluginSubprocess(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			p := auditPlugin(t)
+			for _, form := range b.forms {
+				t.Run(form, func(t *testing.T) {
+					runAudit(t, b.open(t), p, form)
+				})
+			}
+		})
+	}
+}
+
+func runAudit(t *testing.T, db *database, p *Plugin, form string) {
+	table := queueTable("jobs")
+	db.exec(t, db.ddl(table))
+	db.exec(t, auditDDL(db.dialect.Name()))
+	for n := 1; n <= 2; n++ {
+		payload, _ := json.Marshal(job{N: n})
+		db.exec(t, "INSERT INTO jobs (payload) VALUES ("+db.dialect.Placeholder(1)+")", payload)
+	}
+	a := newTestApp(t, db, testLogger())
+	ep, err := db.endpoint(form, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Subscribe(a.App, ep, func(ctx context.Context, m *core.Message[job]) error {
+		if m.Payload.N == 2 {
+			return core.RetryAfter(time.Hour)
+		}
+		return nil
+	}, p.Events(db.dialect, table, EventAck, EventRetryAfter)); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	a.start(t)
+	for range 2 {
+		if s := a.next(t); s.Err != nil {
+			t.Fatalf("settlement of %s (%v): %v", s.Delivery.ID(), s.Verdict, s.Err)
+		}
+	}
+	after := time.Now()
+	if n := db.count(t, "SELECT count(*) FROM jobs WHERE id = 1"); n != 0 {
+		t.Errorf("the acked job is still there")
+	}
+	if n := db.count(t, "SELECT count(*) FROM settle_audit WHERE queue = 'jobs' AND msg_id = 1 AND attempt = 1 AND outcome = 'ack'"); n != 1 {
+		t.Errorf("%d audit rows for the acked job, want 1", n)
+	}
+	ra := db.retryAfter(t, "jobs", 2)
+	if ra.Before(before.Add(time.Minute).Add(-time.Second)) || ra.After(after.Add(time.Minute).Add(time.Second)) {
+		t.Errorf("retry_after of the delayed job is %v, want the 1-minute cap past %v", ra, before)
+	}
+}
+
+// auditDDL is the example plugin's audit table (examples/audit, AuditDDL).
+func auditDDL(dialect string) string {
+	at := "TIMESTAMP"
+	q := `"settle_audit"`
+	switch dialect {
+	case "sqlite":
+		at = "TEXT"
+	case "mysql", "mariadb":
+		at, q = "DATETIME(6)", "`settle_audit`"
+	}
+	return "CREATE TABLE IF NOT EXISTS " + q + " (queue VARCHAR(200) NOT NULL, msg_id BIGINT NOT NULL, " +
+		"attempt BIGINT NOT NULL, outcome VARCHAR(20) NOT NULL, at " + at + " NOT NULL)"
+}
+
+// TestBadStatementsNeverLoseARow mounts plugin events that fail in each way a plugin can fail
+// an event (its SQL does not parse, its arguments do not match its placeholders, its handler
+// errs) in every form of every reachable database: each failed ack is a failed settlement
+// naming the event, and the row comes back as the form returns it, to be dropped by the
+// dialect's own statement on the next delivery.
+func TestBadStatementsNeverLoseARow(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := loadHelper(t, "ok", Logger(testLogger()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, form := range b.forms {
+				t.Run(form, func(t *testing.T) {
+					runBadStatements(t, b.open(t), p, form)
+				})
+			}
+		})
+	}
+}
+
+func runBadStatements(t *testing.T, db *database, p *Plugin, form string) {
+	table := queueTable("jobs")
+	db.exec(t, db.ddl(table))
+	want := map[string]string{
+		"13": `plugin "test-helper", event ack: row 13 is cursed`,
+		"21": `plugin "test-helper", event ack: statement 1 has 1 placeholders but 2 arguments`,
+		"31": "custom ack event",
+	}
+	for id := range want {
+		db.exec(t, "INSERT INTO jobs (id, payload) VALUES ("+id+", "+db.dialect.Placeholder(1)+")", []byte(`{"N":0}`))
+	}
+	a := newTestApp(t, db, testLogger())
+	ep, err := db.endpoint(form, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first delivery of a row acks (through the failing plugin event); the next one drops
+	// it with the dialect's own statement. A failed settlement charges an attempt in some forms
+	// only (the row-lock form rolls the claim back), so the handler counts deliveries itself.
+	var seen sync.Map
+	if err := core.Subscribe(a.App, ep, func(ctx context.Context, m *core.Message[job]) error {
+		if _, again := seen.LoadOrStore(m.Delivery().ID(), true); again {
+			return core.Drop()
+		}
+		return nil
+	}, p.Events(db.dialect, table, EventAck), sqlqueue.BatchSize(1), sqlqueue.LeaseFor(time.Second),
+		sqlqueue.PollInterval(50*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	failed, dropped := map[string]bool{}, map[string]bool{}
+	for len(failed) < len(want) || len(dropped) < len(want) {
+		s := a.next(t)
+		id := s.Delivery.ID()
+		switch {
+		case s.Verdict.Action == core.ActAck:
+			if s.Err == nil {
+				t.Fatalf("row %s: the ack through the failing plugin event succeeded", id)
+			}
+			if !strings.Contains(s.Err.Error(), want[id]) {
+				t.Errorf("row %s: error %q does not say %q", id, s.Err, want[id])
+			}
+			failed[id] = true
+		case s.Verdict.Action == core.ActDrop && s.Err == nil:
+			if !failed[id] {
+				t.Fatalf("row %s dropped before its failed ack", id)
+			}
+			dropped[id] = true
+		default:
+			t.Fatalf("row %s: unexpected settlement %v: %v", id, s.Verdict, s.Err)
+		}
+	}
+	if n := db.count(t, "SELECT count(*) FROM jobs"); n != 0 {
+		t.Errorf("%d rows left", n)
+	}
+}
