@@ -262,10 +262,14 @@ func (rt *runtime) closeListen() {
 
 var errNotOwnDest = errors.New("sqlqueue: dead-letter destination differs from the subscription's DeadLetterAfter destination")
 
-// wakeAfter wakes this process's claimants of a dead-letter group that a settlement moved a row
-// into, so that a dead-letter handler sees it without waiting for its poll.
+// wakeAfter wakes this process's claimants of a queue a settlement made a row ready in: the
+// queue itself after a retry or an abandon, the dead-letter group after a move. They would
+// otherwise find the row only at their next poll.
 func (rt *runtime) wakeAfter(v core.Verdict) {
-	if v.Action == core.ActDeadLetter && rt.s.Group != "" {
+	switch {
+	case v.Action == core.ActRetry || v.Action == core.ActAbandon:
+		rt.wake.notify()
+	case v.Action == core.ActDeadLetter && rt.s.Group != "":
 		wakes.entry(rt.db, QueueRef{Table: rt.s.Table.Ref(), Group: v.Dest}).notify()
 	}
 }
