@@ -11,6 +11,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/hashicorp/yamux v0.1.2 // indirect
@@ -19,6 +20,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.17 // indirect
+	github.com/mattn/go-sqlite3 v1.14.53 // indirect
 	github.com/oklog/run v1.1.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
@@ -35,3 +37,14 @@ require (
 )
 
 replace github.com/settlehq/settle/dialect-postgres => ../dialect-postgres
+
+require (
+	github.com/go-sql-driver/mysql v1.10.1
+	github.com/settlehq/settle/dialect-mysql v0.0.0
+	github.com/settlehq/settle/dialect-sqlite v0.0.0
+)
+
+replace (
+	github.com/settlehq/settle/dialect-mysql => ../dialect-mysql
+	github.com/settlehq/settle/dialect-sqlite => ../dialect-sqlite
+)
