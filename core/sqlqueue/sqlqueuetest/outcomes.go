@@ -306,9 +306,6 @@ func customCase(t *testing.T, f *Fixture, which sqlqueue.Form) {
 // customClaim replaces the claim with the service's own SQL: newest row first.
 func customClaim(t *testing.T, f *Fixture, which sqlqueue.Form) {
 	e := newEnv(t, f)
-	if which == sqlqueue.FormLease && !f.Dialect.Returning() {
-		t.Skip("the suite's custom lease claim is an UPDATE … RETURNING")
-	}
 	tb := sqlqueue.StandardTable("q")
 	e.create(tb)
 	p := e.publisher(tb, "q")
@@ -320,12 +317,18 @@ func customClaim(t *testing.T, f *Fixture, which sqlqueue.Form) {
 		pick := "SELECT " + q("id") + " FROM " + q("q") + " WHERE " + q("grp") + " = " + d.Placeholder(2) + " AND " + q("processed_at") +
 			" IS NULL ORDER BY " + q("id") + " DESC LIMIT 1"
 		if in.Form == sqlqueue.FormLease {
-			// a lease claim must skip leased rows and stamp the token it is given
+			// A lease claim must skip leased rows and stamp the token it is given; the token
+			// is unique to this claim, so a second statement reads the claimed rows back
+			// without needing UPDATE … RETURNING.
 			pick = strings.Replace(pick, " ORDER BY", " AND ("+q("locked_until")+" IS NULL OR "+q("locked_until")+" <= "+d.Placeholder(3)+") ORDER BY", 1)
 			// the inner SELECT is wrapped once more so that MySQL-style engines accept it
-			return []sqlqueue.Statement{{SQL: "UPDATE " + q("q") + " SET " + q("locked_until") + " = " + d.Placeholder(1) + ", " + q("attempt") + " = " +
-				q("attempt") + " + 1 WHERE " + q("id") + " IN (SELECT " + q("id") + " FROM (" + pick + ") AS newest) RETURNING " + q("id") + ", " +
-				q("payload") + ", " + q("attempt") + ", " + q("headers"), Args: []any{in.Token, in.Group, in.Now}}}, nil
+			return []sqlqueue.Statement{
+				{SQL: "UPDATE " + q("q") + " SET " + q("locked_until") + " = " + d.Placeholder(1) + ", " + q("attempt") + " = " +
+					q("attempt") + " + 1 WHERE " + q("id") + " IN (SELECT " + q("id") + " FROM (" + pick + ") AS newest)",
+					Args: []any{in.Token, in.Group, in.Now}},
+				{SQL: "SELECT " + q("id") + ", " + q("payload") + ", " + q("attempt") + ", " + q("headers") + " FROM " + q("q") +
+					" WHERE " + q("locked_until") + " = " + d.Placeholder(1), Args: []any{in.Token}},
+			}, nil
 		}
 		return []sqlqueue.Statement{{SQL: "SELECT " + q("id") + ", " + q("payload") + ", " + q("attempt") + " + 1, " + q("headers") + " FROM " + q("q") +
 			" WHERE " + q("id") + " IN (SELECT " + q("id") + " FROM (" + strings.Replace(pick, d.Placeholder(2), d.Placeholder(1), 1) + ") AS newest)",
