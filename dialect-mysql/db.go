@@ -234,7 +234,7 @@ func (db *DB) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result,
 
 // Query runs a query on some connection of the pool.
 func (db *DB) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
-	return db.pool.QueryContext(ctx, db.rw.sql(q), args...)
+	return rowsOf(db.pool.QueryContext(ctx, db.rw.sql(q), args...))
 }
 
 // Begin starts a transaction at the DB's isolation level; Unwrap on it returns the *sql.Tx.
@@ -243,8 +243,10 @@ func (db *DB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &txn{tx: tx, rw: db.rw}, nil
+	return &txn{tx: tx, rw: db.rw, begin: db.beginSQL}, nil
 }
+
+func (db *DB) beginSQL(ctx context.Context) (*sql.Tx, error) { return db.pool.BeginTx(ctx, db.txOpts) }
 
 // Conn reserves one connection of the pool (advisory locks live on it).
 func (db *DB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
@@ -257,11 +259,14 @@ func (db *DB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 
 // txn is a transaction; rw is nil for a caller's transaction (InTx).
 type txn struct {
-	tx *sql.Tx
-	rw *rewriter
+	tx    *sql.Tx
+	rw    *rewriter
+	used  bool                                         // a statement has run in it
+	begin func(ctx context.Context) (*sql.Tx, error) // begins a replacement (restart)
 }
 
 func (t *txn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
+	t.used = true
 	if t.rw != nil {
 		q = t.rw.sql(q)
 	}
@@ -269,13 +274,26 @@ func (t *txn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result,
 }
 
 func (t *txn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
+	t.used = true
 	if t.rw != nil {
 		q = t.rw.sql(q)
 	}
-	return t.tx.QueryContext(ctx, q, args...)
+	return rowsOf(t.tx.QueryContext(ctx, q, args...))
 }
 
-func (t *txn) Commit(context.Context) error   { return t.tx.Commit() }
+// restart rolls the transaction back and begins it again in place, for a claim that lost a
+// race for locks as the first work of its transaction.
+func (t *txn) restart(ctx context.Context) error {
+	_ = t.tx.Rollback()
+	tx, err := t.begin(ctx)
+	if err != nil {
+		return err
+	}
+	t.tx, t.used = tx, false
+	return nil
+}
+
+func (t *txn) Commit(context.Context) error   { return edgeErr(t.tx.Commit()) }
 func (t *txn) Rollback(context.Context) error { return t.tx.Rollback() }
 func (t *txn) Unwrap() any                    { return t.tx }
 
@@ -290,7 +308,7 @@ func (c *conn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result
 }
 
 func (c *conn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
-	return c.c.QueryContext(ctx, c.rw.sql(q), args...)
+	return rowsOf(c.c.QueryContext(ctx, c.rw.sql(q), args...))
 }
 
 func (c *conn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
@@ -298,7 +316,7 @@ func (c *conn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &txn{tx: tx, rw: c.rw}, nil
+	return &txn{tx: tx, rw: c.rw, begin: func(ctx context.Context) (*sql.Tx, error) { return c.c.BeginTx(ctx, c.txOpts) }}, nil
 }
 
 func (c *conn) Close() error { return c.c.Close() }
@@ -314,9 +332,16 @@ func (c *conn) Discard() error {
 // Unwrap returns the *sql.Conn.
 func (c *conn) Unwrap() any { return c.c }
 
+func rowsOf(r *sql.Rows, err error) (sqlqueue.Rows, error) {
+	if err != nil {
+		return nil, edgeErr(err)
+	}
+	return r, nil
+}
+
 func result(r sql.Result, err error) (sqlqueue.Result, error) {
 	if err != nil {
-		return sqlqueue.Result{}, err
+		return sqlqueue.Result{}, edgeErr(err)
 	}
 	n, err := r.RowsAffected()
 	if err != nil {

@@ -118,14 +118,42 @@ func kindOf(dataType string) sqlqueue.ColumnKind {
 
 // RowLockClaim selects ready rows with FOR UPDATE SKIP LOCKED in the claim transaction.
 func (d *dialect) RowLockClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
-	return sqlqueue.SelectClaim(s, skipLocked), nil
+	return retryingClaim{sqlqueue.SelectClaim(s, skipLocked)}, nil
 }
 
 // LeaseClaim selects ready rows with FOR UPDATE SKIP LOCKED, then stamps the token and
 // attempt + 1 on them with one UPDATE, in one short transaction (neither flavour has
 // UPDATE … RETURNING).
 func (d *dialect) LeaseClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
-	return sqlqueue.SelectThenUpdateClaim(s, skipLocked), nil
+	return retryingClaim{sqlqueue.SelectThenUpdateClaim(s, skipLocked)}, nil
+}
+
+// claimRetries is how often a claim that lost a race for locks is run again in a fresh
+// transaction before its error is returned (and the engine tries again after a backoff).
+const claimRetries = 5
+
+// retryingClaim runs a claim again when InnoDB chose it as a deadlock victim (1213) or it
+// waited too long for a lock (1205): the server has rolled back the transaction or the
+// statement, nothing was claimed, and a fresh transaction is the cure. It restarts the claim's
+// transaction in place when the claim is the first work in it (as the engine's claims are), so
+// such an error never reaches the engine, let alone a handler.
+type retryingClaim struct{ inner sqlqueue.Claim }
+
+func (c retryingClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueue.ClaimParams, dst []sqlqueue.Claimed) ([]sqlqueue.Claimed, error) {
+	t, restartable := tx.(*txn)
+	restartable = restartable && !t.used && t.begin != nil
+	start := len(dst)
+	for i := 0; ; i++ {
+		out, err := c.inner.Claim(ctx, tx, p, dst)
+		if err == nil || !restartable || i == claimRetries || !Transient(err) || ctx.Err() != nil {
+			return out, err
+		}
+		clear(out[start:])
+		dst = out[:start]
+		if rerr := t.restart(ctx); rerr != nil {
+			return dst, fmt.Errorf("%w (restarting the claim's transaction after: %w)", rerr, err)
+		}
+	}
 }
 
 // ErrUnlockUnconfirmed is wrapped by the error of an advisory unlock that the server did not

@@ -1,0 +1,154 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/coretest"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// openErr opens the endpoint for one subscription and returns the start-up error.
+func openErr(t *testing.T, ep core.Endpoint) error {
+	t.Helper()
+	src, _, err := ep.Open(context.Background(), core.Subscription{Name: "q", Options: &core.Options{Workers: 1},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil {
+		src.Close()
+	}
+	return err
+}
+
+func TestBadTables(t *testing.T) {
+	s := mariadbServer(t)
+	ctx := context.Background()
+	db := openDB(t, s)
+	exec := func(q string) {
+		t.Helper()
+		if _, err := db.Unwrap().ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := sqlqueue.Table{Name: "coarse", Columns: sqlqueue.Columns{Attempt: "attempt", LockedUntil: "locked_until"}}
+	exec("CREATE TABLE coarse (id BIGINT PRIMARY KEY AUTO_INCREMENT, payload BLOB, attempt INT NOT NULL DEFAULT 0, locked_until DATETIME)")
+	exec("CREATE TABLE keyed (id BIGINT NOT NULL, n INT NOT NULL, payload BLOB, PRIMARY KEY (n, id))")
+	exec("CREATE TABLE delays (id BIGINT PRIMARY KEY AUTO_INCREMENT, payload BLOB, retry_after TIMESTAMP(3) NULL)")
+
+	var ce *sqlqueue.ColumnError
+	ep, err := Lease(db, lease, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = openErr(t, ep)
+	if !errors.As(err, &ce) || ce.Column != "locked_until" || !strings.Contains(err.Error(), "coarse") || !strings.Contains(err.Error(), "DATETIME(6)") {
+		t.Fatalf("lease on a DATETIME locked_until: %v; want a ColumnError naming coarse.locked_until and DATETIME(6)", err)
+	}
+	// The row-lock form does not use locked_until: the same table is fine for it.
+	ep, _ = RowLock(db, lease, "")
+	if err := openErr(t, ep); err != nil {
+		t.Fatalf("row lock on the same table: %v", err)
+	}
+	ep, _ = RowLock(db, sqlqueue.Table{Name: "keyed"}, "")
+	if err := openErr(t, ep); !errors.As(err, &ce) || ce.Column != "id" || !strings.Contains(err.Error(), "primary key") {
+		t.Fatalf("table keyed by (n, id): %v; want a ColumnError on id naming the primary key", err)
+	}
+	ep, _ = Advisory(db, sqlqueue.Table{Name: "delays", Columns: sqlqueue.Columns{RetryAfter: "retry_after"}}, "")
+	if err := openErr(t, ep); !errors.As(err, &ce) || ce.Column != "retry_after" || !strings.Contains(err.Error(), "early") {
+		t.Fatalf("retry_after TIMESTAMP(3): %v; want a ColumnError on retry_after", err)
+	}
+
+	long := strings.Repeat("t", 65)
+	for _, tb := range []sqlqueue.Table{{Name: long}, {Name: "q", Columns: sqlqueue.Columns{Attempt: long}}, {Schema: long, Name: "q"}} {
+		for name, mk := range map[string]func(*DB, sqlqueue.Table, string) (core.Endpoint, error){"lease": Lease, "rowlock": RowLock, "advisory": Advisory} {
+			if _, err := mk(db, tb, ""); err == nil || !strings.Contains(err.Error(), "65 characters") || !strings.Contains(err.Error(), "at most 64") {
+				t.Errorf("%s on %+v: %v; want a refusal naming the 64-character limit", name, tb, err)
+			}
+		}
+		if _, err := CreateTableSQL(tb); err == nil {
+			t.Errorf("CreateTableSQL(%+v) accepted a 65-character identifier", tb)
+		}
+	}
+}
+
+// TestConnectionDroppedMidFlight kills, on the server, the connection that holds a row-lock
+// claim while its handler works: the settlement fails with a clear error, the row comes back
+// and is settled on the next claim, and no connection is left checked out.
+func TestConnectionDroppedMidFlight(t *testing.T) {
+	s := mariadbServer(t)
+	ctx := context.Background()
+	db := openDB(t, s)
+	tb := sqlqueue.StandardTable("jobs")
+	if err := db.CreateTable(ctx, tb); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := NewPublisher(db, tb, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := sqlqueue.Publish(ctx, pub, "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := coretest.NewRecorder(t)
+	app := core.New(core.WithoutSignals(), core.WithObserver(rec.Observe), core.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ep, err := RowLock(db, tb, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered := make(chan int, 2)
+	release := make(chan struct{})
+	var calls atomic.Int32
+	if err := core.Subscribe(app, ep, func(ctx context.Context, m *core.Message[string]) error {
+		entered <- m.Attempt()
+		if calls.Add(1) == 1 {
+			<-release
+		}
+		return nil
+	}, sqlqueue.PollInterval(10*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Run(runCtx) }()
+	if got := <-entered; got != 1 {
+		t.Fatalf("first attempt = %d", got)
+	}
+	var thread int64
+	if err := db.Unwrap().QueryRowContext(ctx, "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX LIMIT 1").Scan(&thread); err != nil {
+		t.Fatalf("finding the claim's connection: %v", err)
+	}
+	if _, err := db.Unwrap().ExecContext(ctx, "KILL ?", thread); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	first := rec.WaitSettled(1)[0]
+	if !errors.Is(first.Err, ErrConnLost) {
+		t.Fatalf("the settlement on a killed connection: %v; want ErrConnLost", first.Err)
+	}
+	t.Logf("settlement on the killed connection: %v", first.Err)
+	if got := <-entered; got != 1 {
+		t.Fatalf("redelivery attempt = %d; want 1 (the killed claim's transaction rolled back, attempt bump included)", got)
+	}
+	settled := rec.WaitSettled(2)
+	if settled[1].Err != nil || settled[1].Delivery.ID() != first.Delivery.ID() {
+		t.Fatalf("second settlement = %+v", settled[1])
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := db.Unwrap().QueryRowContext(ctx, "SELECT COUNT(*) FROM jobs WHERE id = ? AND processed_at IS NULL", id).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("row %d left unprocessed: %d, %v", id, left, err)
+	}
+	if st := db.Unwrap().Stats(); st.InUse != 0 {
+		t.Fatalf("%d connections still checked out after the App stopped", st.InUse)
+	}
+}

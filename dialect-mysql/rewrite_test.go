@@ -1,0 +1,182 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+func TestRewriteShapes(t *testing.T) {
+	db := &DB{rw: &rewriter{}}
+	db.dialect = newDialect(MariaDB, "shop")
+	db.rw.register(db, sqlqueue.StandardTable("jobs"))
+	other := sqlqueue.StandardTable("jobs")
+	other.Schema = "s"
+	db.rw.register(db, other)
+	cases := []struct{ in, want string }{
+		{"DELETE FROM `jobs` WHERE `locked_until` = ? AND `id` IN (?, ?)",
+			"DELETE `jobs` FROM `jobs` FORCE INDEX (PRIMARY) WHERE `locked_until` = ? AND `id` IN (?, ?)"},
+		{"DELETE FROM `s`.`jobs` WHERE `locked_until` = ? AND `id` IN (?)",
+			"DELETE `s`.`jobs` FROM `s`.`jobs` FORCE INDEX (PRIMARY) WHERE `locked_until` = ? AND `id` IN (?)"},
+		{"UPDATE `jobs` SET `processed_at` = ?, `locked_until` = NULL WHERE `locked_until` = ? AND `id` IN (?, ?)",
+			"UPDATE `jobs` FORCE INDEX (PRIMARY) SET `processed_at` = ?, `locked_until` = NULL WHERE `locked_until` = ? AND `id` IN (?, ?)"},
+		// Statements by one id are const lookups already; other tables and a handler's SQL pass.
+		{"DELETE FROM `jobs` WHERE `id` = ? AND `locked_until` = ?", "DELETE FROM `jobs` WHERE `id` = ? AND `locked_until` = ?"},
+		{"DELETE FROM `orders` WHERE `id` IN (?, ?)", "DELETE FROM `orders` WHERE `id` IN (?, ?)"},
+		{"INSERT INTO settle_side (note) VALUES (?)", "INSERT INTO settle_side (note) VALUES (?)"},
+		{"SELECT `id`, CAST(`id` AS CHAR) FROM `jobs` WHERE `grp` = ? ORDER BY `id` LIMIT ?",
+			"SELECT `id`, CAST(`id` AS CHAR) FROM `jobs` WHERE `grp` = ? AND IS_USED_LOCK(" + lockNameSQL("settle:shop:jobs:", "CAST(`id` AS CHAR)") + ") IS NULL ORDER BY `id` LIMIT ?"},
+	}
+	for _, c := range cases {
+		for range 2 { // the second time from the kept rewrite
+			if got := db.rw.sql(c.in); got != c.want {
+				t.Errorf("rewrite(%s)\n got %s\nwant %s", c.in, got, c.want)
+			}
+		}
+	}
+	if n := len(db.rw.done); n != 4 {
+		t.Errorf("kept %d rewrites; want 4 (statements left alone are not kept)", n)
+	}
+}
+
+// TestPinnedSettlementUsesPrimaryKey shows the plan difference the rewrite exists for: on a
+// table whose statistics are stale the grouped delete scans; pinned, it reads by key.
+func TestPinnedSettlementUsesPrimaryKey(t *testing.T) {
+	s := mariadbServer(t)
+	ctx := context.Background()
+	db := openDB(t, s)
+	tb := sqlqueue.StandardTable("jobs")
+	tb.Columns.Group, tb.Columns.ProcessedAt = "", ""
+	if err := db.CreateTable(ctx, tb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Unwrap().ExecContext(ctx, "INSERT INTO jobs (payload) SELECT 'x' FROM seq_1_to_20"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lease(db, tb, ""); err != nil {
+		t.Fatal(err)
+	}
+	q := "DELETE FROM `jobs` WHERE `locked_until` = ? AND `id` IN (" + strings.TrimSuffix(strings.Repeat("?, ", 15), ", ") + ")"
+	args := []any{nil}
+	for i := 1; i <= 15; i++ {
+		args = append(args, i)
+	}
+	plan := func(sql string) string {
+		rows, err := db.Unwrap().QueryContext(ctx, "EXPLAIN "+sql, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		cols, _ := rows.Columns()
+		vals := make([]any, len(cols))
+		var typ []byte
+		for i := range vals {
+			vals[i] = new(any)
+			if cols[i] == "type" {
+				vals[i] = &typ
+			}
+		}
+		if !rows.Next() {
+			t.Fatal("EXPLAIN returned nothing")
+		}
+		if err := rows.Scan(vals...); err != nil {
+			t.Fatal(err)
+		}
+		return string(typ)
+	}
+	if got := plan(q); got != "ALL" {
+		t.Logf("unpinned plan is %q here (the optimizer's estimate decides)", got)
+	}
+	if got := plan(db.rw.sql(q)); got != "range" {
+		t.Fatalf("pinned plan is %q; want range on PRIMARY", got)
+	}
+}
+
+// fakeClaim fails with err the first n times, then claims with the real claim.
+type fakeClaim struct {
+	n    int
+	err  error
+	real sqlqueue.Claim
+}
+
+func (f *fakeClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueue.ClaimParams, dst []sqlqueue.Claimed) ([]sqlqueue.Claimed, error) {
+	if f.n > 0 {
+		f.n--
+		// The failed attempt ran a statement of its own, as a deadlocked claim does.
+		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+			return dst, err
+		}
+		return append(dst, sqlqueue.Claimed{ID: -1}), f.err
+	}
+	return f.real.Claim(ctx, tx, p, dst)
+}
+
+func TestClaimRetriedAfterDeadlock(t *testing.T) {
+	s := mariadbServer(t)
+	ctx := context.Background()
+	db := openDB(t, s)
+	tb := sqlqueue.StandardTable("jobs")
+	if err := db.CreateTable(ctx, tb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Unwrap().ExecContext(ctx, "INSERT INTO jobs (payload, grp) VALUES ('a', 'q'), ('b', 'q')"); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := sqlqueue.NewSchema(db.dialect, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	realClaim, _ := db.dialect.RowLockClaim(schema)
+	deadlock := &gomysql.MySQLError{Number: errDeadlock, Message: "Deadlock found when trying to get lock"}
+	lockWait := &gomysql.MySQLError{Number: errLockWaitTimeout, Message: "Lock wait timeout exceeded"}
+	p := sqlqueue.ClaimParams{Now: Epoch(), Limit: 10, Group: "q"}
+
+	for _, c := range []struct {
+		name    string
+		fails   int
+		err     error
+		used    bool // a statement ran in the transaction before the claim
+		wantErr error
+	}{
+		{name: "deadlock twice", fails: 2, err: deadlock},
+		{name: "lock wait timeout", fails: 1, err: lockWait},
+		{name: "past the retries", fails: claimRetries + 1, err: deadlock, wantErr: deadlock},
+		{name: "other error", fails: 1, err: errors.New("boom"), wantErr: errors.New("boom")},
+		{name: "not first in its transaction", fails: 1, err: deadlock, used: true, wantErr: deadlock},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := db.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if c.used {
+				if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			claim := retryingClaim{inner: &fakeClaim{n: c.fails, err: c.err, real: realClaim.(retryingClaim).inner}}
+			got, err := claim.Claim(ctx, tx, p, nil)
+			if c.wantErr != nil {
+				if err == nil || err.Error() != c.wantErr.Error() {
+					t.Fatalf("Claim = %v, %v; want %v", got, err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || len(got) != 2 || got[0].ID < 1 || got[0].Attempt != 1 {
+				t.Fatalf("Claim = %+v, %v; want both rows at attempt 1", got, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatalf("committing the restarted transaction: %v", err)
+			}
+		})
+	}
+}
+
+// Epoch is a fixed claim time for tests that claim without an App.
+func Epoch() time.Time { return time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC) }
