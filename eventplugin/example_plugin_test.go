@@ -25,7 +25,7 @@ type backend struct {
 	// forms names the claim forms the dialect offers.
 	forms []string
 	// open returns a fresh database for t (skipping t when the server is unreachable).
-	open func(t *testing.T) *database
+	open func(t testing.TB) *database
 }
 
 type database struct {
@@ -36,10 +36,10 @@ type database struct {
 	// ddl creates a queue table described by t.
 	ddl func(t sqlqueue.Table) string
 	// exec and count run statements with the database's own client.
-	exec  func(t *testing.T, sql string, args ...any)
-	count func(t *testing.T, sql string, args ...any) int
+	exec  func(t testing.TB, sql string, args ...any)
+	count func(t testing.TB, sql string, args ...any) int
 	// retryAfter reads a row's retry_after as a time.
-	retryAfter func(t *testing.T, table string, id int64) time.Time
+	retryAfter func(t testing.TB, table string, id int64) time.Time
 }
 
 // backends are registered by the dialect files of this test (postgres_test.go, …).
@@ -60,7 +60,7 @@ type testApp struct {
 	done    chan error
 }
 
-func newTestApp(t *testing.T, db *database, logger *slog.Logger) *testApp {
+func newTestApp(t testing.TB, db *database, logger *slog.Logger) *testApp {
 	a := &testApp{settled: make(chan core.Settlement, 1000)}
 	a.App = core.New(core.WithoutSignals(), core.WithShutdownTimeout(10*time.Second), core.WithLogger(logger),
 		core.WithObserver(func(s core.Settlement) { a.settled <- s }))
@@ -68,7 +68,7 @@ func newTestApp(t *testing.T, db *database, logger *slog.Logger) *testApp {
 	return a
 }
 
-func (a *testApp) start(t *testing.T) {
+func (a *testApp) start(t testing.TB) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel, a.done = cancel, make(chan error, 1)
 	go func() { a.done <- a.Run(ctx) }()
@@ -85,7 +85,7 @@ func (a *testApp) start(t *testing.T) {
 	})
 }
 
-func (a *testApp) next(t *testing.T) core.Settlement {
+func (a *testApp) next(t testing.TB) core.Settlement {
 	t.Helper()
 	select {
 	case s := <-a.settled:

@@ -25,7 +25,7 @@ func mariadbDSN() string {
 }
 
 // openMariaDB creates a database of its own for t (dropped afterwards) and a DB on it.
-func openMariaDB(t *testing.T) *database {
+func openMariaDB(t testing.TB) *database {
 	cfg, err := driver.ParseDSN(mariadbDSN())
 	if err != nil {
 		t.Fatalf("SETTLE_TEST_MARIADB_URL %q: %v", mariadbDSN(), err)
@@ -72,13 +72,13 @@ func openMariaDB(t *testing.T) *database {
 			}
 			return ddl
 		},
-		exec: func(t *testing.T, sql string, args ...any) {
+		exec: func(t testing.TB, sql string, args ...any) {
 			t.Helper()
 			if _, err := pool.ExecContext(context.Background(), sql, args...); err != nil {
 				t.Fatalf("%s: %v", sql, err)
 			}
 		},
-		count: func(t *testing.T, sql string, args ...any) int {
+		count: func(t testing.TB, sql string, args ...any) int {
 			t.Helper()
 			var n int
 			if err := pool.QueryRowContext(context.Background(), sql, args...).Scan(&n); err != nil {
@@ -86,7 +86,7 @@ func openMariaDB(t *testing.T) *database {
 			}
 			return n
 		},
-		retryAfter: func(t *testing.T, table string, id int64) time.Time {
+		retryAfter: func(t testing.TB, table string, id int64) time.Time {
 			t.Helper()
 			var at time.Time
 			if err := pool.QueryRowContext(context.Background(), "SELECT retry_after FROM `"+table+"` WHERE id = ?", id).Scan(&at); err != nil {

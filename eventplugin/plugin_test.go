@@ -18,7 +18,7 @@ import (
 func ackRequest(id int64) *Request {
 	return &Request{
 		Event: EventAck, Dialect: "sqlite", Form: sqlqueue.FormLease, Placeholders: PlaceholdersQuestion,
-		Table: Table{Table: sqlqueue.StandardTable("jobs"), QuotedName: `"jobs"`, Quoted: sqlqueue.Columns{ID: `"id"`, Payload: `"payload"`}},
+		Table: Table{Table: sqlqueue.StandardTable("jobs"), QuotedName: `"jobs"`, Quoted: sqlqueue.Columns{ID: `"id"`, Payload: `"payload"`, LockedUntil: `"locked_until"`}},
 		Now:   time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		Row:   Row{ID: id, Attempt: 1},
 	}
@@ -40,8 +40,8 @@ func TestLoadRendersDeclaredEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Statement{SQL: `DELETE FROM "jobs" WHERE "id" = ?`, Args: []any{int64(7)}}
-	if len(stmts) != 1 || stmts[0].SQL != want.SQL || len(stmts[0].Args) != 1 || stmts[0].Args[0] != want.Args[0] {
+	want := Statement{SQL: `DELETE FROM "jobs" WHERE "id" = ? AND "locked_until" = ?`, Args: []any{int64(7), time.Time{}}}
+	if len(stmts) != 1 || stmts[0].SQL != want.SQL || len(stmts[0].Args) != 2 || stmts[0].Args[0] != want.Args[0] {
 		t.Fatalf("Render = %#v, want %#v", stmts, want)
 	}
 }

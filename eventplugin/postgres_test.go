@@ -51,7 +51,7 @@ func pgPool(t testing.TB, schema string) *pgxpool.Pool {
 }
 
 // openPostgres makes a schema of its own for t (dropped afterwards) and a DB on it.
-func openPostgres(t *testing.T) *database {
+func openPostgres(t testing.TB) *database {
 	admin := pgPool(t, "")
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
@@ -86,13 +86,13 @@ func openPostgres(t *testing.T) *database {
 			}
 			return ddl
 		},
-		exec: func(t *testing.T, sql string, args ...any) {
+		exec: func(t testing.TB, sql string, args ...any) {
 			t.Helper()
 			if _, err := pool.Exec(context.Background(), sql, args...); err != nil {
 				t.Fatalf("%s: %v", sql, err)
 			}
 		},
-		count: func(t *testing.T, sql string, args ...any) int {
+		count: func(t testing.TB, sql string, args ...any) int {
 			t.Helper()
 			var n int
 			if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
@@ -100,7 +100,7 @@ func openPostgres(t *testing.T) *database {
 			}
 			return n
 		},
-		retryAfter: func(t *testing.T, table string, id int64) time.Time {
+		retryAfter: func(t testing.TB, table string, id int64) time.Time {
 			t.Helper()
 			var at time.Time
 			if err := pool.QueryRow(context.Background(), "SELECT retry_after FROM "+pgx.Identifier{table}.Sanitize()+" WHERE id = $1", id).Scan(&at); err != nil {

@@ -16,7 +16,7 @@ func init() {
 }
 
 // openSQLite opens a fresh database file in t's temp dir.
-func openSQLite(t *testing.T) *database {
+func openSQLite(t testing.TB) *database {
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "queue.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -37,13 +37,13 @@ func openSQLite(t *testing.T) *database {
 			}
 			return ddl
 		},
-		exec: func(t *testing.T, sql string, args ...any) {
+		exec: func(t testing.TB, sql string, args ...any) {
 			t.Helper()
 			if _, err := pool.ExecContext(context.Background(), sql, args...); err != nil {
 				t.Fatalf("%s: %v", sql, err)
 			}
 		},
-		count: func(t *testing.T, sql string, args ...any) int {
+		count: func(t testing.TB, sql string, args ...any) int {
 			t.Helper()
 			var n int
 			if err := pool.QueryRowContext(context.Background(), sql, args...).Scan(&n); err != nil {
@@ -51,7 +51,7 @@ func openSQLite(t *testing.T) *database {
 			}
 			return n
 		},
-		retryAfter: func(t *testing.T, table string, id int64) time.Time {
+		retryAfter: func(t testing.TB, table string, id int64) time.Time {
 			t.Helper()
 			var s string
 			if err := pool.QueryRowContext(context.Background(), `SELECT retry_after FROM "`+table+`" WHERE id = ?`, id).Scan(&s); err != nil {
