@@ -261,7 +261,7 @@ func (db *DB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 type txn struct {
 	tx    *sql.Tx
 	rw    *rewriter
-	used  bool                                         // a statement has run in it
+	used  bool                                       // a statement has run in it
 	begin func(ctx context.Context) (*sql.Tx, error) // begins a replacement (restart)
 }
 
