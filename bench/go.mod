@@ -5,14 +5,17 @@ go 1.26.0
 replace github.com/settlehq/settle/core => ../core
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/settlehq/settle/core v0.0.0
+	github.com/settlehq/settle/dialect-mysql v0.0.0
 	github.com/settlehq/settle/dialect-postgres v0.0.0
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -26,5 +29,7 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+replace github.com/settlehq/settle/dialect-mysql => ../dialect-mysql
 
 replace github.com/settlehq/settle/dialect-postgres => ../dialect-postgres

@@ -1,0 +1,180 @@
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The raw MariaDB loops run, by hand on database/sql and go-sql-driver/mysql, the statements
+// dialect-mysql renders for the standard queue table: the ceiling settle is measured against.
+// Every loop runs at READ COMMITTED with client-side interpolation, the session settings
+// mysql.Open gives settle's own pool.
+
+// myBenchDDL is the standard queue table without a group or processed_at column (ack deletes).
+const myBenchDDL = `CREATE TABLE q (
+	id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+	payload LONGBLOB NOT NULL,
+	attempt INT NOT NULL DEFAULT 0,
+	retry_after DATETIME(6) NULL,
+	locked_until DATETIME(6) NULL,
+	headers JSON NULL,
+	created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+) ENGINE=InnoDB`
+
+// mySeed fills the queue table with n small payloads, 1000 rows per INSERT.
+func mySeed(ctx context.Context, db *sql.DB, n int) error {
+	const chunk = 1000
+	for done := 0; done < n; done += chunk {
+		k := min(chunk, n-done)
+		q := "INSERT INTO q (payload) VALUES " + strings.TrimSuffix(strings.Repeat("('{\"n\":1}'),", k), ",")
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// myRawLoop is one raw contender: it drains q with w workers, each claiming b rows at a time,
+// and returns how many rows it settled.
+type myRawLoop func(ctx context.Context, db *sql.DB, w, b int) (int64, error)
+
+// myRunWorkers runs w copies of step until each reports an empty table or fails.
+func myRunWorkers(ctx context.Context, w int, step func(ctx context.Context) (int, error)) (int64, error) {
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, w)
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n, err := step(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if n == 0 {
+					return
+				}
+				total.Add(int64(n))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return total.Load(), <-errs
+}
+
+type myRow struct {
+	id      int64
+	payload []byte
+	attempt int64
+	headers []byte
+}
+
+func myScan(rows *sql.Rows, dst []myRow) ([]myRow, error) {
+	defer rows.Close()
+	for rows.Next() {
+		var r myRow
+		if err := rows.Scan(&r.id, &r.payload, &r.attempt, &r.headers); err != nil {
+			return dst, err
+		}
+		dst = append(dst, r)
+	}
+	return dst, rows.Err()
+}
+
+// myInList is "prefix ?, ?, … suffix" for n placeholders.
+func myInList(prefix string, n int, suffix string) string {
+	return prefix + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + suffix
+}
+
+const (
+	myRowLockClaim = "SELECT `id`, `payload`, `attempt` + 1, `headers` FROM `q` WHERE (`retry_after` IS NULL OR `retry_after` <= ?) ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED"
+	myLeaseSelect  = "SELECT `id`, `payload`, `attempt` + 1, `headers` FROM `q` WHERE (`retry_after` IS NULL OR `retry_after` <= ?) AND (`locked_until` IS NULL OR `locked_until` <= ?) ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED"
+)
+
+// myRawRowLock claims b rows with FOR UPDATE SKIP LOCKED and deletes each in the claim
+// transaction (the engine's per-row finishing statement), whose one commit settles them all.
+func myRawRowLock(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
+	return myRunWorkers(ctx, w, func(ctx context.Context) (int, error) {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return 0, err
+		}
+		defer tx.Rollback()
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		rows, err := tx.QueryContext(ctx, myRowLockClaim, now, b)
+		if err != nil {
+			return 0, err
+		}
+		got, err := myScan(rows, make([]myRow, 0, b))
+		if err != nil || len(got) == 0 {
+			return 0, err
+		}
+		for _, r := range got {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM `q` WHERE `id` = ?", r.id); err != nil {
+				return 0, err
+			}
+		}
+		return len(got), tx.Commit()
+	})
+}
+
+// myRawLease claims b rows by lease (select SKIP LOCKED, stamp the token and attempt + 1,
+// commit) and deletes them with one token-fenced statement in a transaction of its own. Both
+// IN-list statements read by the primary key (FORCE INDEX), as dialect-mysql sends them: with
+// a queue table's stale statistics the optimizer would otherwise scan, and scanning deletes
+// deadlock.
+func myRawLease(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
+	return myRunWorkers(ctx, w, func(ctx context.Context) (int, error) {
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		tok := now.Add(30 * time.Second)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return 0, err
+		}
+		rows, err := tx.QueryContext(ctx, myLeaseSelect, now, now, b)
+		if err != nil {
+			tx.Rollback()
+			return 0, err
+		}
+		got, err := myScan(rows, make([]myRow, 0, b))
+		if err != nil || len(got) == 0 {
+			tx.Rollback()
+			return 0, err
+		}
+		args := make([]any, 0, len(got)+1)
+		args = append(args, tok)
+		for _, r := range got {
+			args = append(args, r.id)
+		}
+		if _, err := tx.ExecContext(ctx, myInList("UPDATE `q` FORCE INDEX (PRIMARY) SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (", len(got), ")"), args...); err != nil {
+			tx.Rollback()
+			return 0, err
+		}
+		if err := tx.Commit(); err != nil {
+			return 0, err
+		}
+		// One fenced delete for the batch: every row still holding this claim's token.
+		ftx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return 0, err
+		}
+		res, err := ftx.ExecContext(ctx, myInList("DELETE `q` FROM `q` FORCE INDEX (PRIMARY) WHERE `locked_until` = ? AND `id` IN (", len(got), ")"), args...)
+		if err != nil {
+			ftx.Rollback()
+			return 0, err
+		}
+		if n, _ := res.RowsAffected(); n != int64(len(got)) {
+			ftx.Rollback()
+			return 0, fmt.Errorf("fenced delete matched %d of %d rows: lease lost", n, len(got))
+		}
+		return len(got), ftx.Commit()
+	})
+}

@@ -1,0 +1,163 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/settlehq/settle/core/coretest"
+	"github.com/settlehq/settle/dialect-mysql"
+)
+
+// myURL is the MariaDB (or MySQL) the benchmarks drain on.
+func myURL() string {
+	return coretest.Env("SETTLE_TEST_MARIADB_URL", "root@tcp(127.0.0.1:3306)/test?parseTime=true")
+}
+
+// myBenchN is the number of rows each contender drains (SETTLE_BENCH_MARIADB_N, default 50000).
+func myBenchN(b *testing.B) int {
+	n, err := strconv.Atoi(coretest.Env("SETTLE_BENCH_MARIADB_N", "50000"))
+	if err != nil || n < 1 {
+		b.Fatalf("SETTLE_BENCH_MARIADB_N=%q: want a positive integer", os.Getenv("SETTLE_BENCH_MARIADB_N"))
+	}
+	return n
+}
+
+// myContender drains n rows already seeded in the table q of a fresh database. db is opened
+// with mysql.Open, so raw loops and settle run on identically set-up sessions.
+type myContender struct {
+	name  string
+	conns int
+	drain func(ctx context.Context, db *mysql.DB, n int) (time.Duration, error)
+}
+
+func myRaw(name string, loop myRawLoop, w, b int) myContender {
+	return myContender{name: name, conns: w, drain: func(ctx context.Context, db *mysql.DB, n int) (time.Duration, error) {
+		start := time.Now()
+		got, err := loop(ctx, db.Unwrap(), w, b)
+		if err != nil {
+			return 0, err
+		}
+		if got != int64(n) {
+			return 0, fmt.Errorf("settled %d of %d rows", got, n)
+		}
+		return time.Since(start), nil
+	}}
+}
+
+// myResult is one contender's figure.
+type myResult struct {
+	name      string
+	rate      float64
+	allocsPer float64
+}
+
+// runMyContenders runs each contender on a fresh database of its own, one after the other in
+// the same process and against the same server.
+func runMyContenders(b *testing.B, cs []myContender) []myResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	n := myBenchN(b)
+	cfg, err := gomysql.ParseDSN(myURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	admin, err := sql.Open("mysql", myURL())
+	if err == nil {
+		err = admin.PingContext(ctx)
+	}
+	if err != nil {
+		coretest.ServerUnavailable(b, "MariaDB", cfg.Addr, err)
+	}
+	defer admin.Close()
+	var out []myResult
+	for _, c := range cs {
+		var rnd [4]byte
+		_, _ = rand.Read(rnd[:])
+		name := "settle_bench_" + hex.EncodeToString(rnd[:])
+		if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+			b.Fatal(err)
+		}
+		func() {
+			defer func() { _, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+name) }()
+			dcfg := cfg.Clone()
+			dcfg.DBName = name
+			db, err := mysql.Open(ctx, dcfg.FormatDSN())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			db.Unwrap().SetMaxOpenConns(c.conns + 2)
+			db.Unwrap().SetMaxIdleConns(c.conns + 2)
+			if _, err := db.Unwrap().ExecContext(ctx, myBenchDDL); err != nil {
+				b.Fatal(err)
+			}
+			if err := mySeed(ctx, db.Unwrap(), n); err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			taken, err := c.drain(ctx, db, n)
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				b.Fatalf("%s: %v", c.name, err)
+			}
+			var left int
+			if err := db.Unwrap().QueryRowContext(ctx, "SELECT COUNT(*) FROM q").Scan(&left); err != nil {
+				b.Fatal(err)
+			}
+			if left != 0 {
+				b.Fatalf("%s: %d rows left in the table", c.name, left)
+			}
+			out = append(out, myResult{name: c.name, rate: float64(n) / taken.Seconds(),
+				allocsPer: float64(after.Mallocs-before.Mallocs) / float64(n)})
+		}()
+	}
+	return out
+}
+
+// reportMy prints the results with each contender's ratio to the raw loop of its form (the
+// contender named in pairs) and reports msgs/s and allocs/msg as metrics.
+func reportMy(b *testing.B, rs []myResult, pairs map[string]string) {
+	rate := map[string]float64{}
+	for _, r := range rs {
+		rate[r.name] = r.rate
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n%-44s %10s %11s %8s\n", "contender", "msgs/s", "allocs/msg", "÷raw")
+	for _, r := range rs {
+		ratio := "—"
+		if raw, ok := pairs[r.name]; ok && rate[raw] > 0 {
+			ratio = fmt.Sprintf("%.2f", r.rate/rate[raw])
+		}
+		fmt.Fprintf(&sb, "%-44s %10.0f %11.1f %8s\n", r.name, r.rate, r.allocsPer, ratio)
+		m := strings.NewReplacer(" ", "_", "(", "", ")", "", ",", "", "=", "").Replace(r.name)
+		b.ReportMetric(r.rate, m+"-msgs/s")
+		b.ReportMetric(r.allocsPer, m+"-allocs/msg")
+	}
+	b.Log(sb.String())
+}
+
+// BenchmarkMariaDBRaw drains the queue with the raw loops alone, to find the ceiling per form
+// and worker count on this machine.
+func BenchmarkMariaDBRaw(b *testing.B) {
+	for range b.N {
+		rs := runMyContenders(b, []myContender{
+			myRaw("raw rowlock (w=4,B=100)", myRawRowLock, 4, 100),
+			myRaw("raw rowlock (w=16,B=100)", myRawRowLock, 16, 100),
+			myRaw("raw rowlock LIMIT 1 (w=4)", myRawRowLock, 4, 1),
+			myRaw("raw lease (w=4,B=100)", myRawLease, 4, 100),
+		})
+		reportMy(b, rs, nil)
+	}
+}
