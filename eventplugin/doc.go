@@ -33,10 +33,24 @@
 // # Host side
 //
 // Load starts the binary (handshake with a magic cookie, protocol version negotiation,
-// optional SHA-256 check of the binary), asks it what it handles and returns a Plugin. The
-// Plugin checks every answer (the event was declared for the dialect, the answer is for that
-// event, each statement has as many arguments as placeholders) and fails the event with an
-// *Error naming the plugin and the event otherwise.
+// optional SHA-256 check of the binary), asks it what it handles and returns a Plugin.
+// Plugin.Events is the mount option that hands a subscription's events to it:
+//
+//	p, err := eventplugin.Load(ctx, "bin/audit", eventplugin.Args("-max-delay", "1m"),
+//		eventplugin.Logger(logger), eventplugin.Clock(app.Clock()))
+//	…
+//	defer p.Close()
+//	err = core.Subscribe(app, ep, handle, core.DeadLetterAfter(5, "refunds_dead"),
+//		p.Events(db.Dialect(), table, eventplugin.EventAck, eventplugin.EventRetryAfter))
+//
+// The Plugin checks every answer (the event was declared for the dialect, the answer is for
+// that event, each statement has as many arguments as placeholders) and fails the event with
+// an *Error naming the plugin and the event otherwise. A custom event runs per delivery, in
+// its own transaction, outside grouped settlement; BenchmarkAck measures what that and the
+// round trip cost.
+//
+// The module's examples/audit is a complete plugin: its ack records an audit row and its
+// retry_after caps the delay.
 //
 // # Failure semantics
 //

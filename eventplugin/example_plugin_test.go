@@ -3,8 +3,11 @@ package eventplugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -141,7 +144,7 @@ func TestExamplePluginSubprocess(t *testing.T) {
 func runAudit(t *testing.T, db *database, p *Plugin, form string) {
 	table := queueTable("jobs")
 	db.exec(t, db.ddl(table))
-	db.exec(t, auditDDL(db.dialect.Name()))
+	db.exec(t, auditDDL(t, db.dialect.Name()))
 	for n := 1; n <= 2; n++ {
 		payload, _ := json.Marshal(job{N: n})
 		db.exec(t, "INSERT INTO jobs (payload) VALUES ("+db.dialect.Placeholder(1)+")", payload)
@@ -179,18 +182,14 @@ func runAudit(t *testing.T, db *database, p *Plugin, form string) {
 	}
 }
 
-// auditDDL is the example plugin's audit table (examples/audit, AuditDDL).
-func auditDDL(dialect string) string {
-	at := "TIMESTAMP"
-	q := `"settle_audit"`
-	switch dialect {
-	case "sqlite":
-		at = "TEXT"
-	case "mysql", "mariadb":
-		at, q = "DATETIME(6)", "`settle_audit`"
+// auditDDL asks the example plugin binary for its audit table's DDL.
+func auditDDL(t testing.TB, dialect string) string {
+	t.Helper()
+	out, err := exec.Command(buildPlugin(t, "examples/audit"), "-print-ddl", dialect).Output()
+	if err != nil {
+		t.Fatalf("audit -print-ddl %s: %v", dialect, err)
 	}
-	return "CREATE TABLE IF NOT EXISTS " + q + " (queue VARCHAR(200) NOT NULL, msg_id BIGINT NOT NULL, " +
-		"attempt BIGINT NOT NULL, outcome VARCHAR(20) NOT NULL, at " + at + " NOT NULL)"
+	return string(out)
 }
 
 // TestBadStatementsNeverLoseARow mounts plugin events that fail in each way a plugin can fail
@@ -267,6 +266,74 @@ func runBadStatements(t *testing.T, db *database, p *Plugin, form string) {
 		default:
 			t.Fatalf("row %s: unexpected settlement %v: %v", id, s.Verdict, s.Err)
 		}
+	}
+	if n := db.count(t, "SELECT count(*) FROM jobs"); n != 0 {
+		t.Errorf("%d rows left", n)
+	}
+}
+
+// TestCrashedPluginReturnsTheRow crashes the plugin subprocess during an ack under a running
+// subscription, in every form of every reachable database: the ack fails naming plugin and
+// event, the row comes back as the form returns it, and the plugin, restarted after its
+// backoff, acks the next row.
+func TestCrashedPluginReturnsTheRow(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			for _, form := range b.forms {
+				t.Run(form, func(t *testing.T) {
+					p, err := loadHelper(t, "ok", Logger(testLogger()), RestartBackoff(10*time.Millisecond, 10*time.Millisecond))
+					if err != nil {
+						t.Fatal(err)
+					}
+					runCrash(t, b.open(t), p, form)
+				})
+			}
+		})
+	}
+}
+
+func runCrash(t *testing.T, db *database, p *Plugin, form string) {
+	table := queueTable("jobs")
+	db.exec(t, db.ddl(table))
+	db.exec(t, "INSERT INTO jobs (id, payload) VALUES ("+fmt.Sprint(idCrash)+", "+db.dialect.Placeholder(1)+")", []byte(`{"N":0}`))
+	a := newTestApp(t, db, testLogger())
+	ep, err := db.endpoint(form, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen sync.Map
+	if err := core.Subscribe(a.App, ep, func(ctx context.Context, m *core.Message[job]) error {
+		if _, again := seen.LoadOrStore(m.Delivery().ID(), true); again && m.Delivery().ID() == fmt.Sprint(idCrash) {
+			return core.Drop()
+		}
+		return nil
+	}, p.Events(db.dialect, table, EventAck), sqlqueue.BatchSize(1), sqlqueue.LeaseFor(time.Second),
+		sqlqueue.PollInterval(50*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	s := a.next(t)
+	if s.Verdict.Action != core.ActAck || !errors.Is(s.Err, ErrCrashed) || !strings.Contains(s.Err.Error(), `plugin "test-helper", event ack`) {
+		t.Fatalf("first settlement: %v: %v, want the ack to fail with ErrCrashed naming plugin and event", s.Verdict, s.Err)
+	}
+	if s = a.next(t); s.Verdict.Action != core.ActDrop || s.Err != nil {
+		t.Fatalf("second settlement: %v: %v, want the returned row dropped", s.Verdict, s.Err)
+	}
+	db.exec(t, "INSERT INTO jobs (id, payload) VALUES (1, "+db.dialect.Placeholder(1)+")", []byte(`{"N":1}`))
+	// Until the restart the ack fails with ErrUnavailable and the row comes back again.
+	for {
+		s = a.next(t)
+		if s.Err == nil {
+			break
+		}
+		if !errors.Is(s.Err, ErrUnavailable) {
+			t.Fatalf("ack of the next row: %v", s.Err)
+		}
+	}
+	if s.Verdict.Action != core.ActAck || s.Delivery.ID() != "1" {
+		t.Fatalf("settlement %v of row %s, want the ack of row 1", s.Verdict, s.Delivery.ID())
 	}
 	if n := db.count(t, "SELECT count(*) FROM jobs"); n != 0 {
 		t.Errorf("%d rows left", n)

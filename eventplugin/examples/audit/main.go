@@ -9,8 +9,9 @@
 // Flags:
 //
 //	-audit-table name   the audit table (default settle_audit): columns queue, msg_id,
-//	                    attempt, outcome, at; AuditDDL in this file has its SQL
+//	                    attempt, outcome, at (see -print-ddl)
 //	-max-delay d        the longest retry_after delay (default 1m)
+//	-print-ddl dialect  print the audit table's CREATE TABLE for dialect and exit
 //
 // Both statements of an event are fenced like the dialect's own: in the lease form they match
 // the row only while it still holds the delivery's lease, so a lost lease changes nothing and
@@ -30,8 +31,8 @@ import (
 	"github.com/settlehq/settle/eventplugin"
 )
 
-// AuditDDL returns the statement that creates the audit table in dialect.
-func AuditDDL(dialect, table string) string {
+// auditDDL returns the statement that creates the audit table in dialect.
+func auditDDL(dialect, table string) string {
 	at := "TIMESTAMP"
 	switch dialect {
 	case "sqlite":
@@ -128,27 +129,38 @@ func quote(dialect, ident string) string {
 	return `"` + ident + `"`
 }
 
-func parse(args []string) (audit, error) {
+// parse reads the flags; ddlFor is the dialect of -print-ddl.
+func parse(args []string) (a audit, ddlFor string, err error) {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
 	table := fs.String("audit-table", "settle_audit", "the audit table")
 	maxDelay := fs.Duration("max-delay", time.Minute, "the longest retry_after delay")
+	fs.StringVar(&ddlFor, "print-ddl", "", "print the audit table's CREATE TABLE for this dialect (sqlite, postgres, mysql, mariadb) and exit")
 	if err := fs.Parse(args); err != nil {
-		return audit{}, err
+		return audit{}, "", err
 	}
 	if !sqlqueue.ValidIdent(*table) {
-		return audit{}, fmt.Errorf("-audit-table %q: letters, digits, _ and $, starting with a letter or _", *table)
+		return audit{}, "", fmt.Errorf("-audit-table %q: letters, digits, _ and $, starting with a letter or _", *table)
 	}
 	if *maxDelay <= 0 {
-		return audit{}, errors.New("-max-delay must be positive")
+		return audit{}, "", errors.New("-max-delay must be positive")
 	}
-	return audit{table: *table, maxDelay: *maxDelay}, nil
+	switch ddlFor {
+	case "", "sqlite", "postgres", "mysql", "mariadb":
+	default:
+		return audit{}, "", fmt.Errorf("-print-ddl %q: sqlite, postgres, mysql or mariadb", ddlFor)
+	}
+	return audit{table: *table, maxDelay: *maxDelay}, ddlFor, nil
 }
 
 func main() {
-	a, err := parse(os.Args[1:])
+	a, ddlFor, err := parse(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "audit:", strings.TrimSpace(err.Error()))
 		os.Exit(2)
+	}
+	if ddlFor != "" {
+		fmt.Println(auditDDL(ddlFor, a.table))
+		return
 	}
 	eventplugin.Serve(a)
 }
