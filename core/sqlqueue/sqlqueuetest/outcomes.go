@@ -71,6 +71,9 @@ func RunOutcomes(t *testing.T, open Open) {
 			for _, sh := range shapes {
 				t.Run(sh.name, func(t *testing.T) {
 					for _, oc := range outcomes {
+						if oc.dead && sh.table("q").Columns.Attempt == "" {
+							continue // a cap needs an attempt column; its refusal is a BadInput case
+						}
 						for _, tx := range []bool{false, true} {
 							name := oc.name
 							if tx {
@@ -106,9 +109,6 @@ func outcomeCase(t *testing.T, f *Fixture, which sqlqueue.Form, sh shape, oc out
 	fm := formOf(f, which)
 	tb := sh.table("q")
 	group, hasAttempt, hasRA, processed, headers := sh.has(tb)
-	if oc.dead && !hasAttempt {
-		t.Skip("a cap needs an attempt column (refusal tested in BadInput)")
-	}
 	e.create(tb)
 	var dlTable sqlqueue.Table
 	if oc.dead && !group {
