@@ -1,0 +1,128 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+func TestOpenRefuses(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		opts []Option
+		want string
+	}{
+		{":memory:", nil, "file path"},
+		{"", nil, "file path"},
+		{"x.db", []Option{Synchronous("OFF")}, "Synchronous"},
+		{"x.db", []Option{BusyTimeout(0)}, "BusyTimeout"},
+		{"x.db", []Option{MaxOpenConns(-1)}, "MaxOpenConns"},
+		{"x.db", []Option{nil}, "nil option"},
+	} {
+		p := c.path
+		if p == "x.db" {
+			p = filepath.Join(t.TempDir(), p)
+		}
+		if _, err := Open(p, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%q): err = %v; want it to mention %q", c.path, err, c.want)
+		}
+	}
+}
+
+func TestOpenSettings(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "s.db"), Synchronous(Normal), BusyTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mode string
+	var sync, busy int
+	if err := db.SQL().QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode = %q (%v); want wal", mode, err)
+	}
+	if err := db.SQL().QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 1 {
+		t.Errorf("synchronous = %d (%v); want 1 (NORMAL)", sync, err)
+	}
+	if err := db.SQL().QueryRow("PRAGMA busy_timeout").Scan(&busy); err != nil || busy != 2000 {
+		t.Errorf("busy_timeout = %d (%v); want 2000", busy, err)
+	}
+}
+
+func TestTimesOrderAsText(t *testing.T) {
+	d := &Dialect{}
+	a := time.Date(2026, 1, 1, 0, 0, 0, 900_000_000, time.UTC)
+	b := a.Add(time.Microsecond * 200_000) // crosses a second: .9 → 1.1
+	sa, sb := d.Time(a).(string), d.Time(b).(string)
+	if !(sa < sb) || len(sa) != len(sb) {
+		t.Errorf("%s and %s do not order as text", sa, sb)
+	}
+	back, err := ParseTime(sb)
+	if err != nil || !back.Equal(b) {
+		t.Errorf("ParseTime(%s) = %v, %v", sb, back, err)
+	}
+	if d.Time(time.Date(2026, 1, 1, 3, 0, 0, 0, time.FixedZone("x", 3*3600))) != d.Time(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("times are not stored in UTC")
+	}
+}
+
+func TestColumnKinds(t *testing.T) {
+	for decl, want := range map[string]sqlqueue.ColumnKind{
+		"INTEGER": sqlqueue.KindInteger, "BIGINT": sqlqueue.KindInteger, "TEXT": sqlqueue.KindText, "VARCHAR(20)": sqlqueue.KindText,
+		"BLOB": sqlqueue.KindBytes, "": sqlqueue.KindBytes, "JSON": sqlqueue.KindJSON, "DATETIME": sqlqueue.KindTime, "NUMERIC": sqlqueue.KindUnknown,
+	} {
+		if got := kind(decl); got != want {
+			t.Errorf("kind(%q) = %v; want %v", decl, got, want)
+		}
+	}
+}
+
+func TestWritesDetection(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"INSERT INTO q VALUES (1) RETURNING id": true, " update q set a = 1 returning id": true, "DELETE FROM q RETURNING id": true,
+		"SELECT 1": false, "WITH x AS (SELECT 1) SELECT * FROM x": false, "": false,
+	} {
+		if got := writes(sql); got != want {
+			t.Errorf("writes(%q) = %v; want %v", sql, got, want)
+		}
+	}
+}
+
+func TestAdvisoryKeysPerFile(t *testing.T) {
+	dir := t.TempDir()
+	a, err := Open(filepath.Join(dir, "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(filepath.Join(dir, "b.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	c1, _ := a.Queue().Conn(ctx)
+	defer c1.Close()
+	c2, _ := a.Queue().Conn(ctx)
+	defer c2.Close()
+	c3, _ := b.Queue().Conn(ctx)
+	defer c3.Close()
+	if ok, _ := a.Dialect().TryLock(ctx, c1, "k"); !ok {
+		t.Fatal("first lock refused")
+	}
+	if ok, _ := a.Dialect().TryLock(ctx, c2, "k"); ok {
+		t.Error("a key held by one connection was taken by another")
+	}
+	if ok, _ := b.Dialect().TryLock(ctx, c3, "k"); !ok {
+		t.Error("keys of another database file collide")
+	}
+	_ = a.Dialect().Unlock(ctx, c1, "k")
+	if ok, _ := a.Dialect().TryLock(ctx, c2, "k"); !ok {
+		t.Error("an unlocked key could not be taken")
+	}
+	_ = a.Dialect().Unlock(ctx, c2, "k")
+	_ = b.Dialect().Unlock(ctx, c3, "k")
+}
