@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/dialect-mysql"
+)
+
+// myQueueTable describes myBenchDDL's table: no group, no processed_at (ack deletes).
+func myQueueTable() sqlqueue.Table {
+	t := sqlqueue.StandardTable("q")
+	t.Columns.Group, t.Columns.ProcessedAt = "", ""
+	return t
+}
+
+// mySettle drains the table through a settle App: subs subscriptions of the form on the one
+// queue (each its own claimant, as each raw worker is), each with workers handlers and claims
+// of batch rows. The handler acknowledges a Raw payload and does nothing else.
+func mySettle(name string, form func(*mysql.DB, sqlqueue.Table, string) (core.Endpoint, error), subs, workers, batch int) myContender {
+	return myContender{name: name, conns: subs*workers + subs + 2, drain: func(ctx context.Context, db *mysql.DB, n int) (time.Duration, error) {
+		var settled atomic.Int64
+		var failed atomic.Pointer[error]
+		all := make(chan struct{})
+		app := core.New(core.WithoutSignals(), core.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+			core.WithObserver(func(s core.Settlement) {
+				if s.Err != nil {
+					err := s.Err
+					failed.CompareAndSwap(nil, &err)
+				}
+				if settled.Add(1) == int64(n) {
+					close(all)
+				}
+			}))
+		h := func(context.Context, *core.Message[[]byte]) error { return nil }
+		for i := range subs {
+			ep, err := form(db, myQueueTable(), "")
+			if err != nil {
+				return 0, err
+			}
+			if err := core.Subscribe(app, ep, h, core.Name(fmt.Sprint("w", i)), core.WithCodec(core.Raw), core.Workers(workers),
+				sqlqueue.BatchSize(batch)); err != nil {
+				return 0, err
+			}
+		}
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() { done <- app.Run(runCtx) }()
+		select {
+		case <-all:
+		case err := <-done:
+			stop()
+			return 0, fmt.Errorf("App.Run ended early: %v", err)
+		case <-ctx.Done():
+			stop()
+			return 0, ctx.Err()
+		}
+		taken := time.Since(start)
+		stop()
+		if err := <-done; err != nil {
+			return 0, err
+		}
+		if p := failed.Load(); p != nil {
+			return 0, fmt.Errorf("a settlement failed: %w", *p)
+		}
+		return taken, nil
+	}}
+}
+
+// BenchmarkMariaDB drains the same queue through settle and through the raw loop of each
+// form, in the same process against the same server, and reports the ratios and allocations
+// per message.
+func BenchmarkMariaDB(b *testing.B) {
+	for range b.N {
+		rs := runMyContenders(b, []myContender{
+			myRaw("raw rowlock (w=4,B=100)", myRawRowLock, 4, 100),
+			mySettle("settle rowlock (4 subs×4 workers,B=100)", mysql.RowLock, 4, 4, 100),
+			myRaw("raw rowlock LIMIT 1 (w=4)", myRawRowLock, 4, 1),
+			mySettle("settle rowlock LIMIT 1 (4 subs×1 worker)", mysql.RowLock, 4, 1, 1),
+			myRaw("raw lease (w=4,B=100)", myRawLease, 4, 100),
+			mySettle("settle lease (4 subs×1 worker,B=100)", mysql.Lease, 4, 1, 100),
+			mySettle("settle lease (1 sub×4 workers,B=100)", mysql.Lease, 1, 4, 100),
+		})
+		reportMy(b, rs, map[string]string{
+			"settle rowlock (4 subs×4 workers,B=100)":  "raw rowlock (w=4,B=100)",
+			"settle rowlock LIMIT 1 (4 subs×1 worker)": "raw rowlock LIMIT 1 (w=4)",
+			"settle lease (4 subs×1 worker,B=100)":     "raw lease (w=4,B=100)",
+			"settle lease (1 sub×4 workers,B=100)":     "raw lease (w=4,B=100)",
+		})
+	}
+}
