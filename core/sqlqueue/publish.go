@@ -119,7 +119,9 @@ func Delay(d time.Duration) PublishOption { return func(o *publishOpts) { o.dela
 func WithHeaders(h map[string]string) PublishOption { return func(o *publishOpts) { o.headers = h } }
 
 // InTx inserts inside the caller's transaction, so the message exists exactly when the
-// caller's other writes commit. Dialects offer typed forms (sqlite.InTx(*sql.Tx)).
+// caller's other writes commit. Dialects offer typed forms (sqlite.InTx(*sql.Tx)). The
+// process's claimants are woken at the insert, before the caller commits; a claimant that
+// looks too early finds the row at its next poll.
 func InTx(tx Queryer) PublishOption { return func(o *publishOpts) { o.tx = tx } }
 
 // Publish encodes v with the publisher's codec and inserts it; it returns the new row's id.

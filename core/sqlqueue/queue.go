@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -103,6 +104,10 @@ type runtime struct {
 	table  string   // the table's name, for errors
 
 	lastToken atomic.Int64 // lease: the last token stamped, in microseconds
+
+	delayMu      sync.Mutex
+	delays       []delayedWake
+	delaysClosed bool
 }
 
 // Open checks the table against the catalogue, renders the statements and starts the form's
@@ -254,10 +259,12 @@ func (rt *runtime) waitReady(ctx context.Context, woken <-chan struct{}, extra <
 	return nil
 }
 
+// closeListen ends the dialect's listener and the delayed wake-ups.
 func (rt *runtime) closeListen() {
 	if rt.stopLn != nil {
 		rt.stopLn()
 	}
+	rt.stopDelays()
 }
 
 var errNotOwnDest = errors.New("sqlqueue: dead-letter destination differs from the subscription's DeadLetterAfter destination")
@@ -269,7 +276,46 @@ func (rt *runtime) wakeAfter(v core.Verdict) {
 	switch {
 	case v.Action == core.ActRetry || v.Action == core.ActAbandon:
 		rt.wake.notify()
+	case v.Action == core.ActRetryAfter && v.Delay < rt.cfg.poll:
+		rt.wakeAt(v.Delay)
 	case v.Action == core.ActDeadLetter && rt.s.Group != "":
 		wakes.entry(rt.db, QueueRef{Table: rt.s.Table.Ref(), Group: v.Dest}).notify()
 	}
+}
+
+// delayedWake is a wake-up armed for a row this process delayed.
+type delayedWake struct {
+	due time.Time
+	t   clock.Timer
+}
+
+// wakeAt wakes this queue's claimants once a row delayed by d is ready, so that a delay
+// shorter than the poll interval is not stretched to it. Rows delayed by other processes are
+// found by polling.
+func (rt *runtime) wakeAt(d time.Duration) {
+	now := rt.clock.Now()
+	rt.delayMu.Lock()
+	defer rt.delayMu.Unlock()
+	if rt.delaysClosed {
+		return
+	}
+	live := rt.delays[:0]
+	for _, w := range rt.delays {
+		if w.due.After(now) {
+			live = append(live, w)
+		}
+	}
+	clear(rt.delays[len(live):])
+	rt.delays = append(live, delayedWake{due: now.Add(d), t: rt.clock.AfterFunc(d, rt.wake.notify)})
+}
+
+// stopDelays disarms the delayed wake-ups; the source is closing.
+func (rt *runtime) stopDelays() {
+	rt.delayMu.Lock()
+	defer rt.delayMu.Unlock()
+	rt.delaysClosed = true
+	for _, w := range rt.delays {
+		w.t.Stop()
+	}
+	rt.delays = nil
 }

@@ -25,6 +25,7 @@ func RunBehaviour(t *testing.T, open Open) {
 			t.Run("concurrent", func(t *testing.T) { t.Parallel(); concurrent(t, open(t), fm.f) })
 			t.Run("undecodable", func(t *testing.T) { t.Parallel(); undecodable(t, open(t), fm.f) })
 			t.Run("publish_wakes", func(t *testing.T) { t.Parallel(); publishWakes(t, open(t), fm.f) })
+			t.Run("short_delay", func(t *testing.T) { t.Parallel(); shortDelay(t, open(t), fm.f) })
 			t.Run("per_message", func(t *testing.T) { t.Parallel(); perMessage(t, open(t), fm.f) })
 			if fm.f == sqlqueue.FormAdvisory {
 				t.Run("keys_serialise", func(t *testing.T) { t.Parallel(); keysSerialise(t, open(t), fm.f) })
@@ -356,4 +357,31 @@ func perMessage(t *testing.T, f *Fixture, which sqlqueue.Form) {
 	if rows := e.rows(tb); len(rows) != 0 {
 		t.Errorf("rows left: %+v", rows)
 	}
+}
+
+// shortDelay: a RetryAfter shorter than the poll interval brings the row back at its time, not
+// at the next poll.
+func shortDelay(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	e.publish(e.publisher(tb, "q"), Refund{Card: "c"})
+	got := make(chan int, 2)
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, which), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		got <- m.Attempt()
+		if m.Attempt() == 1 {
+			return core.RetryAfter(time.Second)
+		}
+		return nil
+	}, sqlqueue.PollInterval(time.Hour))
+	stop := e.run(a)
+	waitFor(t, got, "the first delivery")
+	e.rec.WaitSettled(1)
+	e.clock.Advance(time.Second)
+	if at := waitFor(t, got, "the delayed row after its delay, well before the poll"); at != 2 {
+		t.Errorf("attempt = %d; want 2", at)
+	}
+	e.rec.WaitSettled(2)
+	stop()
 }
