@@ -17,6 +17,7 @@ func BenchmarkRenderRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	req := ackRequest(1)
+	req.wireTable = tableToWire(req.Table) // as Plugin.Events builds it, once per subscription
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

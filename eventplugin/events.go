@@ -9,6 +9,7 @@ import (
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/eventplugin/internal/wire"
 )
 
 // Events returns the mount option that replaces the dialect's statements for events with the
@@ -51,6 +52,7 @@ func (p *Plugin) Events(d sqlqueue.Dialect, table sqlqueue.Table, events ...Even
 				RetryAfter: s.RetryAfter, LockedUntil: s.LockedUntil, ProcessedAt: s.ProcessedAt,
 				Headers: s.Headers, CreatedAt: s.CreatedAt},
 		}}
+		b.wireTable = tableToWire(b.table)
 		for _, e := range events {
 			kind, ok := eventKind(e)
 			if !ok {
@@ -108,6 +110,8 @@ type binding struct {
 	ph    Placeholders
 	ref   sqlqueue.TableRef
 	table Table
+	// wireTable is table on the wire, marshalled by every call but built once.
+	wireTable *wire.Table
 }
 
 // event returns the sqlqueue event function of e.
@@ -137,7 +141,7 @@ func (b *binding) render(ctx context.Context, e Event, in sqlqueue.EventInput) (
 	}
 	r := &Request{
 		Event: e, Dialect: in.Dialect, Form: in.Form, Placeholders: b.ph, Table: b.table,
-		Subscription: sub, Queue: in.Queue, Now: in.Now,
+		Subscription: sub, Queue: in.Queue, Now: in.Now, wireTable: b.wireTable,
 	}
 	switch e {
 	case EventClaim:

@@ -172,17 +172,24 @@ func columnsFromWire(c *wire.Columns) sqlqueue.Columns {
 		Headers: c.GetHeaders(), CreatedAt: c.GetCreatedAt()}
 }
 
+func tableToWire(t Table) *wire.Table {
+	return &wire.Table{Schema: t.Schema, Name: t.Name, Columns: columnsToWire(t.Columns),
+		QuotedName: t.QuotedName, QuotedColumns: columnsToWire(t.Quoted)}
+}
+
 func requestToWire(r *Request) *wire.RenderRequest {
 	w := &wire.RenderRequest{
 		Event:        wire.Event(r.Event),
 		Dialect:      r.Dialect,
 		Form:         wire.Form(r.Form),
 		Placeholders: wire.Placeholders(r.Placeholders),
-		Table: &wire.Table{Schema: r.Table.Schema, Name: r.Table.Name, Columns: columnsToWire(r.Table.Columns),
-			QuotedName: r.Table.QuotedName, QuotedColumns: columnsToWire(r.Table.Quoted)},
+		Table:        r.wireTable,
 		Subscription: r.Subscription,
 		Queue:        r.Queue,
 		Now:          ts(r.Now),
+	}
+	if w.Table == nil {
+		w.Table = tableToWire(r.Table)
 	}
 	switch r.Event {
 	case EventClaim:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/eventplugin/internal/wire"
 )
 
 // Handler is the Go interface of an event plugin. A plugin author implements it and passes it
@@ -102,6 +103,9 @@ type Request struct {
 	RetryAt time.Time
 	// Dest is the dead letter of a dead_letter event.
 	Dest Destination
+
+	// wireTable is Table on the wire, built once per subscription by Plugin.Events.
+	wireTable *wire.Table
 }
 
 // Placeholder spells the n-th (1-based) parameter of a statement.
