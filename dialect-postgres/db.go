@@ -159,10 +159,18 @@ func (db *DB) Start(ctx context.Context) error {
 
 func checkVersion(v int) error {
 	if v < MinServerVersion {
-		return fmt.Errorf("postgres: server version %d.%d (server_version_num %d) is too old: settle needs PostgreSQL %d or later (hashtextextended for advisory keys)",
-			v/10000, v%10000, v, MinServerVersion/10000)
+		return fmt.Errorf("postgres: server version %s (server_version_num %d) is too old: settle needs PostgreSQL %d or later (hashtextextended for advisory keys)",
+			versionString(v), v, MinServerVersion/10000)
 	}
 	return nil
+}
+
+// versionString spells a server_version_num as PostgreSQL does: 15.4, or 9.6.24 before 10.
+func versionString(v int) string {
+	if v >= 100000 {
+		return strconv.Itoa(v/10000) + "." + strconv.Itoa(v%10000)
+	}
+	return strconv.Itoa(v/10000) + "." + strconv.Itoa(v/100%100) + "." + strconv.Itoa(v%100)
 }
 
 // ServerVersion returns the server's server_version_num (150004 for 15.4).

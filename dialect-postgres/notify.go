@@ -19,6 +19,10 @@ import (
 // table (and group) that has new rows, whatever search_path each process resolved the table by.
 const notifyChannel = "settle"
 
+// listenerAppName is the application_name of the LISTEN connection (after the pool's own, when
+// it has one), so that it can be told apart in pg_stat_activity.
+const listenerAppName = "settle listener"
+
 // notifySQL announces new rows of a table and group; inside the publishing transaction the
 // notification is delivered at commit, never for a rolled-back publish.
 const notifySQL = `SELECT pg_notify('` + notifyChannel + `', to_regclass($1)::oid::text || ':' || $2)`
@@ -211,7 +215,13 @@ func (l *listener) run(ctx context.Context, done, ready chan struct{}) {
 }
 
 func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, l.db.pool.Config().ConnConfig.Copy())
+	cfg := l.db.pool.Config().ConnConfig.Copy()
+	if app := cfg.RuntimeParams["application_name"]; app != "" {
+		cfg.RuntimeParams["application_name"] = app + " (" + listenerAppName + ")"
+	} else {
+		cfg.RuntimeParams["application_name"] = listenerAppName
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

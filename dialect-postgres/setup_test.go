@@ -44,6 +44,7 @@ func newPool(t testing.TB, schema string, maxConns int32) *pgxpool.Pool {
 	cfg.MaxConns = maxConns
 	if schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+		cfg.ConnConfig.RuntimeParams["application_name"] = schema
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
