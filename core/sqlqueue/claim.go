@@ -194,14 +194,16 @@ func (c *stmtClaim) Claim(ctx context.Context, tx Queryer, p ClaimParams, dst []
 
 func scanClaimed(rows Rows, dst []Claimed) ([]Claimed, error) {
 	defer rows.Close()
+	// Scan into the slice's own element and one attempt variable: locals passed to Scan
+	// would escape, one allocation each per row.
+	var att int64
 	for rows.Next() {
-		var c Claimed
-		var att int64
+		dst = append(dst, Claimed{})
+		c := &dst[len(dst)-1]
 		if err := rows.Scan(&c.ID, &c.Payload, &att, &c.Headers); err != nil {
-			return dst, err
+			return dst[:len(dst)-1], err
 		}
 		c.Attempt = int(att)
-		dst = append(dst, c)
 	}
 	if err := rows.Err(); err != nil {
 		return dst, err

@@ -2,6 +2,7 @@ package sqlqueue
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -210,3 +211,5 @@ func TestTokensIncrease(t *testing.T) {
 		t.Errorf("a later time is its own token; got %v", c)
 	}
 }
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
