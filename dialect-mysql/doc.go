@@ -2,9 +2,62 @@
 // github.com/go-sql-driver/mysql. It lives in the folder dialect-mysql; the package name is the
 // last word, mysql.
 //
-// The flavour is read from SELECT VERSION() when the dialect starts (Detect), and an older server
-// is refused with its version in the error. The two flavours differ where it matters: MariaDB
-// has INSERT … RETURNING and DELETE … RETURNING, MySQL has neither; neither has
-// UPDATE … RETURNING, so claims select with FOR UPDATE SKIP LOCKED and then stamp, in one
+// Open connects, reads the server's flavour and version from SELECT VERSION() and refuses an
+// older server with its version in the error. The DB it returns is the pool every endpoint and
+// publisher of the service shares; register it with the App so that it closes last:
+//
+//	db, err := mysql.Open(ctx, "svc:pw@tcp(127.0.0.1:3306)/shop?parseTime=true")
+//	app.Register(db)
+//	ep, err := mysql.Lease(db, sqlqueue.StandardTable("refunds"), "refunds")
+//	err = core.Subscribe(app, ep, handle, core.DeadLetterAfter(5, "refunds.dead"))
+//
+// # Claim forms
+//
+// All three forms are offered:
+//
+//	RowLock   SELECT … FOR UPDATE SKIP LOCKED in a READ COMMITTED transaction that stays
+//	          open; each delivery's statement runs in it; its commit settles the whole claim
+//	Lease     SELECT … FOR UPDATE SKIP LOCKED, then UPDATE locked_until = token,
+//	          attempt = attempt + 1, commit; settlements are fenced by the token (DATETIME(6))
+//	Advisory  GET_LOCK(name, 0) on a dedicated connection per worker; the statement commits
+//	          there, then RELEASE_LOCK; candidates whose lock is taken are filtered out with
+//	          IS_USED_LOCK
+//
+// Neither flavour has UPDATE … RETURNING, so the lease claim selects and then stamps in one
+// transaction. MariaDB has INSERT … RETURNING (Publish reads the new id from it) and
+// DELETE … RETURNING; MySQL has neither and Publish reads LAST_INSERT_ID(). Without a group
+// column the dead letter is a table, filled by INSERT … SELECT and then DELETE in one
 // transaction.
+//
+// Advisory lock names are server-wide, so each name carries the database and the table:
+// "settle:<database>:<table>:<key>". MySQL refuses names longer than 64 characters; longer
+// names become "settle#" and 57 hex digits of their SHA-256, computed identically in Go and
+// SQL. A release the server does not confirm (ErrUnlockUnconfirmed) closes the connection,
+// which releases whatever it held.
+//
+// # Sessions and statements
+//
+// Open sets up every connection once, when it connects: claim transactions run at READ
+// COMMITTED (Isolation changes it; REPEATABLE READ would make a claim's gap locks block
+// publishers), affected-row counts report matched rows (clientFoundRows, which fenced
+// statements rely on), and arguments are interpolated on the client, one round trip per
+// statement. New wraps a pool the caller opened; it asks for the isolation level per
+// transaction and needs clientFoundRows=true in the pool's DSN.
+//
+// InnoDB's statistics of a queue table are nearly always stale, and with a small row estimate
+// the optimizer answers "DELETE … WHERE id IN (…)" with a scan that locks every row it reads.
+// The dialect therefore sends the engine's grouped settlements with FORCE INDEX (PRIMARY), and
+// checks at start-up that id is the table's primary key and that locked_until and retry_after
+// keep microseconds (DATETIME(6) or TIMESTAMP(6)); CreateTableSQL writes such a table. A claim
+// that InnoDB picks as a deadlock victim (1213) or that waits too long for a lock (1205) is run
+// again in a fresh transaction inside the dialect (Transient), so neither error reaches the
+// engine or a handler. A statement whose connection the server dropped reports ErrConnLost;
+// the server has rolled its transaction back, so the rows come back to a later claim.
+//
+// # Tests
+//
+// The tests run the whole sqlqueuetest suite, a load test, a crash test and bad-input tests on
+// the MariaDB at SETTLE_TEST_MARIADB_URL (default root@tcp(127.0.0.1:3306)/test), in a fresh
+// database per test. When SETTLE_TEST_MYSQL_URL names a MySQL 8 server the server tests run
+// there too; the MySQL flavour's statement set also runs against MariaDB, where it is valid.
 package mysql

@@ -21,6 +21,7 @@ const (
 	MariaDB
 )
 
+// String is "mysql" or "mariadb".
 func (f Flavour) String() string {
 	switch f {
 	case MySQL:
@@ -46,6 +47,7 @@ type Version struct {
 	Raw string
 }
 
+// String is the flavour and the raw version text, e.g. "mariadb 10.11.6-MariaDB".
 func (v Version) String() string {
 	if v.Raw != "" {
 		return v.Flavour.String() + " " + v.Raw
