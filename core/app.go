@@ -26,6 +26,8 @@ type App struct {
 	signals         bool
 	observers       []Observer
 
+	ready chan struct{} // closed once Run has opened every subscription
+
 	mu       sync.Mutex
 	backends []Backend
 	subs     []*subscription
@@ -63,6 +65,7 @@ func New(opts ...AppOption) *App {
 		shutdownTimeout: 30 * time.Second,
 		signals:         true,
 		names:           make(map[string]bool),
+		ready:           make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(a)
@@ -75,6 +78,10 @@ func (a *App) Logger() *slog.Logger { return a.logger }
 
 // Clock returns the App's clock.
 func (a *App) Clock() clock.Clock { return a.clock }
+
+// Ready is closed once Run has started every backend and opened every subscription: from then
+// on messages published to the subscriptions' queues are taken. It stays open when start-up fails.
+func (a *App) Ready() <-chan struct{} { return a.ready }
 
 // Register adds a backend. Run starts backends in registration order (those that implement
 // Starter) before opening subscriptions, and closes them in reverse order after the
@@ -190,6 +197,7 @@ func (a *App) Run(ctx context.Context) error {
 		}()
 	}
 	a.logger.Info("settle: running", "subscriptions", len(subs))
+	close(a.ready)
 
 	<-ctx.Done()
 	a.logger.Info("settle: stopping", "cause", context.Cause(ctx))

@@ -276,6 +276,11 @@ func TestStartFailureNamesSubscriptionAndClosesBackends(t *testing.T) {
 	if err := app.Run(context.Background()); !errors.Is(err, core.ErrClosed) {
 		t.Fatalf("second Run: %v", err)
 	}
+	select {
+	case <-app.Ready():
+		t.Fatal("Ready closed although start-up failed")
+	default:
+	}
 }
 
 func equal[T comparable](a, b []T) bool {

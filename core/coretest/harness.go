@@ -71,6 +71,13 @@ func (h *Harness) Start() {
 	h.done = make(chan error, 1)
 	go func() { h.done <- h.App.Run(ctx) }()
 	h.T.Cleanup(h.Stop)
+	select {
+	case <-h.App.Ready():
+	case err := <-h.done:
+		h.T.Fatalf("App.Run: %v", err)
+	case <-time.After(WaitTimeout):
+		h.T.Fatalf("App not ready within %v", WaitTimeout)
+	}
 }
 
 // Stop stops the App and waits for Run to return; it returns Run's error.

@@ -40,6 +40,13 @@ func start[T any](t *testing.T, env Env, h core.Handler[T], shutdown time.Durati
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		t.Fatalf("App.Run: %v", err)
+	case <-time.After(coretest.WaitTimeout):
+		t.Fatalf("App not ready within %v", coretest.WaitTimeout)
+	}
 	r := &app{t: t, env: env, rec: rec}
 	stopped := false
 	r.stop = func() {
