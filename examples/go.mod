@@ -3,13 +3,31 @@ module github.com/settlehq/settle/examples
 go 1.26
 
 require (
+	github.com/jackc/pgx/v5 v5.12.0
+	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/settlehq/settle/core v0.0.0
 	github.com/settlehq/settle/dialect-sqlite v0.0.0
 )
 
-require github.com/mattn/go-sqlite3 v1.14.53 // indirect
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
+
+require (
+	github.com/mattn/go-sqlite3 v1.14.53 // indirect
+	github.com/settlehq/settle/dialect-postgres v0.0.0
+	github.com/settlehq/settle/transport-amqp v0.0.0
+)
 
 replace (
 	github.com/settlehq/settle/core => ../core
 	github.com/settlehq/settle/dialect-sqlite => ../dialect-sqlite
 )
+
+replace github.com/settlehq/settle/transport-amqp => ../transport-amqp
+
+replace github.com/settlehq/settle/dialect-postgres => ../dialect-postgres

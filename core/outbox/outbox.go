@@ -70,6 +70,25 @@ func SweepEvery(d time.Duration) Option {
 	}
 }
 
+// Destinations restricts Record to the named destinations: a record for any other one is
+// refused with an error naming it, instead of being published where nothing routes it (a
+// RabbitMQ publish to an unknown routing key is dropped by the broker without a word).
+func Destinations(names ...string) Option {
+	return func(o *Outbox) error {
+		if len(names) == 0 {
+			return errors.New("outbox.Destinations(): name at least one destination")
+		}
+		o.dests = make(map[string]bool, len(names))
+		for _, n := range names {
+			if strings.TrimSpace(n) == "" {
+				return errors.New("outbox.Destinations: an empty destination name")
+			}
+			o.dests[n] = true
+		}
+		return nil
+	}
+}
+
 // Outbox records outgoing messages inside the caller's transaction and relays them through a
 // Publisher once the transaction has committed. Register it with the App (it is a core.Backend
 // and core.Starter): at start it publishes every unprocessed record again, and a failure there
@@ -89,6 +108,7 @@ type Outbox struct {
 	log   *slog.Logger
 	clock clock.Clock
 	sweep time.Duration
+	dests map[string]bool // nil: any destination
 
 	insert, selectUnprocessed, lookup, mark string
 	hasProcessed                            bool
@@ -190,6 +210,9 @@ func (o *Outbox) Record(ctx context.Context, q sqlqueue.Queryer, msgs ...Message
 	for i, m := range msgs {
 		if strings.TrimSpace(m.Destination) == "" {
 			return Batch{}, fmt.Errorf("outbox: record %d of %d has no destination", i+1, len(msgs))
+		}
+		if o.dests != nil && !o.dests[m.Destination] {
+			return Batch{}, fmt.Errorf("outbox: unknown destination %q (not among outbox.Destinations of table %s)", m.Destination, o.t.Ref())
 		}
 		args := []any{m.Destination, m.Payload}
 		if o.t.Columns.Headers != "" {

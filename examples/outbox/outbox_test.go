@@ -36,6 +36,11 @@ func start(t *testing.T, path string) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- s.App.Run(ctx) }()
+	select {
+	case <-s.App.Ready():
+	case err := <-ran:
+		t.Fatalf("Run: %v", err)
+	}
 	r := &running{Service: s, logs: logs}
 	stopped := false
 	r.stop = func() {
