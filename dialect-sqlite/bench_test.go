@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -16,11 +17,12 @@ import (
 
 // The drain benchmark: b.N rows through the service (lease form, one worker, claims of 100,
 // grouped settlement) and, for the same rows, a raw go-sqlite3 loop running the same
-// statements in the same process: one UPDATE … RETURNING claim of 100 rows per transaction,
-// then one token-fenced DELETE of the batch per transaction. Each sub-benchmark reports the
-// service's msgs/s, the raw loop's msgs/s, their ratio and the service's allocations per
-// message (everything in the process while the service drains: driver, database/sql, core and
-// engine).
+// statements in the same process: one UPDATE … RETURNING claim of 100 rows, one token-fenced
+// DELETE per batch. The raw loop runs twice: with the claim and the DELETE in transactions of
+// their own (raw, the reference) and with each DELETE in the next claim's transaction
+// (raw-merged, the transactions the service runs). Each sub-benchmark reports the medians of
+// the service's msgs/s, both loops' msgs/s and the paired ratios, and allocations per message
+// (everything in the process while it drains: driver, database/sql, core and engine).
 //
 //	go test -run '^$' -bench Drain -benchtime 20000x ./dialect-sqlite
 func BenchmarkDrain(b *testing.B) {
@@ -30,12 +32,13 @@ func BenchmarkDrain(b *testing.B) {
 			// times, and the medians of the rates and of the paired ratios are reported. Only
 			// the service's runs are timed.
 			b.StopTimer()
-			var raws, svcs, ratios []float64
+			var raws, mergeds, svcs, ratios, mratios []float64
 			var mallocs uint64
 			rawAllocs := 0.0
 			var ms runtime.MemStats
 			for range benchRounds {
-				r, a := drainRaw(b, s, b.N)
+				r, a := drainRaw(b, s, b.N, false)
+				m, _ := drainRaw(b, s, b.N, true)
 				rawAllocs = a
 				db, table := benchDB(b, s, b.N)
 				runtime.ReadMemStats(&ms)
@@ -49,10 +52,13 @@ func BenchmarkDrain(b *testing.B) {
 				mallocs += ms.Mallocs - before
 				svc := float64(b.N) / el.Seconds()
 				raws, svcs, ratios = append(raws, r), append(svcs, svc), append(ratios, svc/r)
+				mergeds, mratios = append(mergeds, m), append(mratios, svc/m)
 			}
 			b.ReportMetric(median(svcs), "msgs/s")
 			b.ReportMetric(median(raws), "raw-msgs/s")
 			b.ReportMetric(median(ratios), "ratio")
+			b.ReportMetric(median(mergeds), "raw-merged-msgs/s")
+			b.ReportMetric(median(mratios), "ratio-merged")
 			b.ReportMetric(float64(mallocs)/float64(benchRounds*b.N), "allocs/msg")
 			b.ReportMetric(rawAllocs, "raw-allocs/msg")
 		})
@@ -139,8 +145,11 @@ func drainService(b *testing.B, db *DB, t sqlqueue.Table, n int) {
 }
 
 // drainRaw drains n rows of a fresh database with the engine's statements, written out, on
-// database/sql directly; it returns msgs/s and allocations per message.
-func drainRaw(b *testing.B, s Sync, n int) (float64, float64) {
+// database/sql directly; it returns msgs/s and allocations per message. Separate runs each
+// claim and each batch's fenced DELETE in a transaction of its own (the reference
+// loop); merged runs a batch's DELETE in the transaction of the next claim, as the service's
+// lease form does.
+func drainRaw(b *testing.B, s Sync, n int, merged bool) (float64, float64) {
 	db, _ := benchDB(b, s, n)
 	sdb := db.SQL()
 	ctx := context.Background()
@@ -157,19 +166,43 @@ func drainRaw(b *testing.B, s Sync, n int) (float64, float64) {
 		del[k] = q
 		return q
 	}
+	settle := func(tx *sql.Tx, args []any) {
+		k := len(args) - 1
+		r, err := tx.ExecContext(ctx, deleteSQL(k), args...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got, _ := r.RowsAffected(); got != int64(k) {
+			b.Fatalf("raw loop: deleted %d of %d", got, k)
+		}
+	}
+	begin := func() *sql.Tx {
+		tx, err := sdb.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return tx
+	}
+	commit := func(tx *sql.Tx) {
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	before := ms.Mallocs
 	start := time.Now()
 	left := n
 	args := make([]any, 0, benchBatch+1)
+	var pending []any // merged: the previous batch, settled with the next claim
 	for left > 0 {
 		now := time.Now().UTC()
 		tok := (&Dialect{}).Time(now.Add(lease))
 		nowS := (&Dialect{}).Time(now)
-		tx, err := sdb.BeginTx(ctx, nil)
-		if err != nil {
-			b.Fatal(err)
+		tx := begin()
+		if len(pending) > 0 {
+			settle(tx, pending)
+			pending = pending[:0]
 		}
 		rows, err := tx.QueryContext(ctx, claim, tok, "q", nowS, nowS, benchBatch)
 		if err != nil {
@@ -185,28 +218,24 @@ func drainRaw(b *testing.B, s Sync, n int) (float64, float64) {
 			args = append(args, id)
 		}
 		rows.Close()
-		if err := tx.Commit(); err != nil {
-			b.Fatal(err)
-		}
+		commit(tx)
 		k := len(args) - 1
 		if k == 0 {
 			b.Fatalf("raw loop: no rows left with %d to go", left)
 		}
-		tx, err = sdb.BeginTx(ctx, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := tx.ExecContext(ctx, deleteSQL(k), args...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if got, _ := r.RowsAffected(); got != int64(k) {
-			b.Fatalf("raw loop: deleted %d of %d", got, k)
-		}
-		if err := tx.Commit(); err != nil {
-			b.Fatal(err)
+		if merged {
+			pending = append(pending[:0], args...)
+		} else {
+			tx = begin()
+			settle(tx, args)
+			commit(tx)
 		}
 		left -= k
+	}
+	if len(pending) > 0 {
+		tx := begin()
+		settle(tx, pending)
+		commit(tx)
 	}
 	el := time.Since(start)
 	runtime.ReadMemStats(&ms)

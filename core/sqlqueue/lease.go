@@ -120,14 +120,64 @@ func (l *lease) prefetch() {
 	l.pre <- preClaim{b: b, err: err}
 }
 
-// flushAndClaim settles what has finished, then claims: the claim then finds the settled rows
-// gone instead of stepping over their leases, and both would wait for the same write lock
-// anyway.
+// flushAndClaim settles what has finished and claims the next batch in one transaction: one
+// commit instead of two, and the claim finds the settled rows gone instead of stepping over
+// their leases. When the settlement cannot share the claim's transaction (a lease lost in the
+// group, an error), it is flushed on its own first.
 func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 	l.flushMu.Lock()
-	l.flushReady(true)
-	l.flushMu.Unlock()
-	return l.claim(ctx)
+	defer l.flushMu.Unlock()
+	items := l.take()
+	if len(items) == 0 {
+		return l.claim(ctx)
+	}
+	rt := l.rt
+	// The settlements must not be rolled back by a cancelled claim context.
+	ctx = context.WithoutCancel(ctx)
+	tx, err := rt.db.Begin(ctx)
+	if err != nil {
+		l.flush(items)
+		return nil, err
+	}
+	lost := make([]bool, len(items))
+	if err := l.settleIn(ctx, tx, items, lost, rt.now()); err != nil {
+		_ = tx.Rollback(ctx)
+		l.flush(items)
+		return l.claim(ctx)
+	}
+	now := rt.now()
+	p := ClaimParams{Now: now, Token: rt.nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
+	rows, err := rt.doClaim(ctx, tx, p, l.claimBuf[:0])
+	if err != nil {
+		_ = tx.Rollback(ctx)
+		l.flush(items)
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		l.report(items, lost, err)
+		return nil, err
+	}
+	l.report(items, lost, nil)
+	return l.track(rows, p.Token), nil
+}
+
+// take removes up to a flush's worth of finished items from the queue.
+func (l *lease) take() []item {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	n := min(len(l.queue), l.rt.cfg.maxFlush)
+	if n == 0 {
+		return nil
+	}
+	items := make([]item, n)
+	copy(items, l.queue)
+	rest := copy(l.queue, l.queue[n:])
+	clear(l.queue[rest:])
+	l.queue = l.queue[:rest]
+	if rest > 0 {
+		l.queued = l.rt.clock.Now()
+	}
+	return items
 }
 
 // claim claims a batch and tracks it; nil when no row is ready.
@@ -147,20 +197,25 @@ func (l *lease) claim(ctx context.Context) (*leaseBatch, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return nil, err
 	}
+	return l.track(rows, p.Token), nil
+}
+
+// track makes the deliveries of claimed rows and keeps them for extension; nil for no rows.
+func (l *lease) track(rows []Claimed, token time.Time) *leaseBatch {
 	l.claimBuf = rows[:0]
 	if len(rows) == 0 {
-		return nil, nil
+		return nil
 	}
-	b := &leaseBatch{ds: newDeliveries(rt, rows), left: len(rows)}
+	b := &leaseBatch{ds: newDeliveries(l.rt, rows), left: len(rows)}
 	clear(rows)
 	for i := range b.ds {
-		b.ds[i].token, b.ds[i].lb = p.Token, b
+		b.ds[i].token, b.ds[i].lb = token, b
 	}
 	l.mu.Lock()
 	l.batches = append(l.batches, b)
 	l.outstanding += len(b.ds)
 	l.mu.Unlock()
-	return b, nil
+	return b
 }
 
 // Finish settles d: at once when it carries a transaction, a custom event or PerMessage is
@@ -369,13 +424,18 @@ func (l *lease) flush(items []item) {
 		clear(lost)
 		err = l.flushEach(ctx, items, lost, now)
 	}
+	l.report(items, lost, err)
+}
+
+// report tells core how items were settled: err for all, or per item lost or done.
+func (l *lease) report(items []item, lost []bool, err error) {
 	for i, it := range items {
 		e := err
 		if e == nil && lost[i] {
 			e = l.lost(it.d)
 		}
 		if e == nil {
-			rt.wakeAfter(it.v)
+			l.rt.wakeAfter(it.v)
 		}
 		l.done(it.d, it.v, e, it.settled)
 	}
@@ -392,11 +452,20 @@ var errMismatch error = mismatch{}
 // flushFast settles ack and drop with one statement per token; when one matches fewer rows
 // than it names, it rolls back and returns errMismatch so that flushEach finds which.
 func (l *lease) flushFast(ctx context.Context, items []item, lost []bool, now time.Time) error {
-	rt := l.rt
-	tx, err := rt.db.Begin(ctx)
+	tx, err := l.rt.db.Begin(ctx)
 	if err != nil {
 		return err
 	}
+	if err := l.settleIn(ctx, tx, items, lost, now); err != nil {
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// settleIn runs the grouped settlement of items in tx, neither committing nor rolling back.
+func (l *lease) settleIn(ctx context.Context, tx Queryer, items []item, lost []bool, now time.Time) error {
+	rt := l.rt
 	handled := make([]bool, len(items))
 	var args []any
 	for i, it := range items {
@@ -419,11 +488,9 @@ func (l *lease) flushFast(ctx context.Context, items []item, lost []bool, now ti
 		}
 		r, err := tx.Exec(ctx, rt.st.doneMany.sql(ids), args...)
 		if err != nil {
-			_ = tx.Rollback(ctx)
 			return err
 		}
 		if r.RowsAffected != int64(ids) {
-			_ = tx.Rollback(ctx)
 			return errMismatch
 		}
 	}
@@ -433,12 +500,11 @@ func (l *lease) flushFast(ctx context.Context, items []item, lost []bool, now ti
 		}
 		ok, err := rt.finish(ctx, tx, it.d, it.v, now)
 		if err != nil {
-			_ = tx.Rollback(ctx)
 			return err
 		}
 		lost[i] = !ok
 	}
-	return tx.Commit(ctx)
+	return nil
 }
 
 // flushEach settles every item with its own fenced statement, in one transaction.
