@@ -11,10 +11,12 @@ import (
 
 // lease is the lease form's source and finisher. The claim stamps locked_until (the token)
 // and attempt + 1 and commits; finishing statements are fenced by the token. Settlements are
-// grouped: finished deliveries queue up for the settler goroutine, which runs their statements
-// in one transaction (one statement per token for ack and drop) when a claim's worth has
-// finished, when every claimed delivery has finished, or after the linger. The settler also
-// extends the leases of everything claimed at half the lease.
+// grouped: finished deliveries queue up, and their statements run in one transaction (one
+// statement per token for ack and drop), either in the transaction of the next claim or, from
+// the settler goroutine, when a claim's worth has finished, when every claimed delivery has
+// finished, or after the linger. The settler also extends the leases of everything claimed at
+// half the lease. flushMu orders all of it: whoever flushes or extends holds it, so a token
+// is never read and renewed at once.
 type lease struct {
 	rt *runtime
 
