@@ -3,6 +3,7 @@ package sqlqueue
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/settlehq/settle/core"
@@ -114,7 +115,7 @@ func (rt *runtime) render() error {
 		if m, ok := d.(Mover); ok {
 			st.dlMove = m.MoveStatement(s.QTable, to, cols, exprs, where)
 		} else {
-			st.dlCopy = "INSERT INTO " + to + " (" + join(cols) + ") SELECT " + join(exprs) + " FROM " + s.QTable + " WHERE " + where
+			st.dlCopy = "INSERT INTO " + to + " (" + strings.Join(cols, ", ") + ") SELECT " + strings.Join(exprs, ", ") + " FROM " + s.QTable + " WHERE " + where
 			st.dlDelete = "DELETE FROM " + s.QTable + " WHERE " + where
 		}
 	}
@@ -163,17 +164,6 @@ func (rt *runtime) render() error {
 		rt.claim = c
 	}
 	return nil
-}
-
-func join(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += x
-	}
-	return out
 }
 
 // eventFor returns the custom event that replaces the statement of v, if any.
