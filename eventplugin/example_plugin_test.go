@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -337,5 +338,69 @@ func runCrash(t *testing.T, db *database, p *Plugin, form string) {
 	}
 	if n := db.count(t, "SELECT count(*) FROM jobs"); n != 0 {
 		t.Errorf("%d rows left", n)
+	}
+}
+
+// TestPluginRenderedClaim claims through a plugin in every form that takes a custom claim
+// (not advisory) of every reachable database: the plugin's rule leaves rows with three
+// attempts alone, and the rows it claims are delivered with their attempt.
+func TestPluginRenderedClaim(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := loadHelper(t, "claim", Logger(testLogger()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, form := range b.forms {
+				if form == "advisory" {
+					continue
+				}
+				t.Run(form, func(t *testing.T) { runClaim(t, b.open(t), p, form) })
+			}
+		})
+	}
+}
+
+func runClaim(t *testing.T, db *database, p *Plugin, form string) {
+	table := queueTable("jobs")
+	db.exec(t, db.ddl(table))
+	for id, attempt := range map[int]int{1: 0, 2: 3, 3: 1} {
+		db.exec(t, fmt.Sprintf("INSERT INTO jobs (id, payload, attempt) VALUES (%d, %s, %d)", id, db.dialect.Placeholder(1), attempt), []byte(`{"N":1}`))
+	}
+	a := newTestApp(t, db, testLogger())
+	ep, err := db.endpoint(form, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := make(chan [2]int, 10)
+	if err := core.Subscribe(a.App, ep, func(ctx context.Context, m *core.Message[job]) error {
+		var id int
+		fmt.Sscan(m.Delivery().ID(), &id)
+		attempts <- [2]int{id, m.Attempt()}
+		return nil
+	}, p.Events(db.dialect, table, EventClaim)); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	for range 2 {
+		if s := a.next(t); s.Err != nil || s.Verdict.Action != core.ActAck {
+			t.Fatalf("settlement %v: %v", s.Verdict, s.Err)
+		}
+	}
+	got := map[int]int{}
+	for range 2 {
+		d := <-attempts
+		got[d[0]] = d[1]
+	}
+	if want := map[int]int{1: 1, 3: 2}; !reflect.DeepEqual(got, want) {
+		t.Errorf("delivered rows and attempts %v, want %v", got, want)
+	}
+	if n := db.count(t, "SELECT count(*) FROM jobs WHERE id = 2 AND attempt = 3 AND locked_until IS NULL"); n != 1 {
+		t.Errorf("the row with three attempts was claimed")
+	}
+	if n := db.count(t, "SELECT count(*) FROM jobs"); n != 1 {
+		t.Errorf("%d rows left, want only the held-back one", n)
 	}
 }

@@ -108,7 +108,9 @@ type Request struct {
 	wireTable *wire.Table
 }
 
-// Placeholder spells the n-th (1-based) parameter of a statement.
+// Placeholder spells the n-th (1-based) parameter of a statement. "?" parameters bind the
+// arguments in the order the markers appear in the text, "$n" binds the n-th argument: number
+// the parameters in text order and one argument list serves every dialect.
 func (r *Request) Placeholder(n int) string {
 	if r.Placeholders == PlaceholdersDollar {
 		return "$" + strconv.Itoa(n)

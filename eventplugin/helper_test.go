@@ -122,6 +122,8 @@ func runHelper(mode string) {
 		Serve(h)
 	case "plain":
 		Serve(testHandler{name: "test-helper", plain: true})
+	case "claim":
+		Serve(quotaClaim{})
 	case "rogue":
 		serve(Handshake, ProtocolVersion, &roguePlugin{GRPCPlugin{Impl: h}})
 	case "bad-manifest":
@@ -155,4 +157,49 @@ func loadHelper(t testing.TB, mode string, opts ...Option) (*Plugin, error) {
 		t.Cleanup(func() { p.Close() })
 	}
 	return p, err
+}
+
+// quotaClaim renders a claim that leaves rows alone once they have had three attempts: they
+// wait for an operator instead of cycling on.
+type quotaClaim struct{}
+
+func (quotaClaim) Describe(context.Context) (Manifest, error) {
+	return Manifest{Name: "quota-claim", Handles: []Handles{{Event: EventClaim}}}, nil
+}
+
+func (quotaClaim) Render(_ context.Context, r *Request) ([]Statement, error) {
+	t, c, p := r.Table.QuotedName, r.Table.Quoted, r.Placeholder
+	headers := c.Headers
+	if headers == "" {
+		headers = "NULL"
+	}
+	ready := "(" + c.RetryAfter + " IS NULL OR " + c.RetryAfter + " <= " + p(1) + ") AND " + c.Attempt + " < 3"
+	args := []any{r.Now}
+	mysql := r.Dialect == "mysql" || r.Dialect == "mariadb"
+	switch {
+	case r.Form == sqlqueue.FormRowLock:
+		return []Statement{{SQL: "SELECT " + c.ID + ", " + c.Payload + ", " + c.Attempt + " + 1, " + headers + " FROM " + t +
+			" WHERE " + ready + " ORDER BY " + c.ID + " LIMIT " + p(2) + " FOR UPDATE SKIP LOCKED", Args: append(args, int64(r.Claim.Limit))}}, nil
+	case r.Form == sqlqueue.FormLease && mysql:
+		// No UPDATE … RETURNING: stamp, then read back the rows that carry this claim's token.
+		ready += " AND (" + c.LockedUntil + " IS NULL OR " + c.LockedUntil + " <= ?)"
+		return []Statement{
+			{SQL: "UPDATE " + t + " SET " + c.LockedUntil + " = ?, " + c.Attempt + " = " + c.Attempt + " + 1 WHERE " + ready +
+				" ORDER BY " + c.ID + " LIMIT ?", Args: []any{r.Claim.Token, r.Now, r.Now, int64(r.Claim.Limit)}},
+			{SQL: "SELECT " + c.ID + ", " + c.Payload + ", " + c.Attempt + ", " + headers + " FROM " + t + " WHERE " + c.LockedUntil + " = ? ORDER BY " + c.ID,
+				Args: []any{r.Claim.Token}},
+		}, nil
+	case r.Form == sqlqueue.FormLease:
+		// Placeholders in text order, so that one argument list serves ? and $n alike.
+		lock := ""
+		if r.Dialect == "postgres" {
+			lock = " FOR UPDATE SKIP LOCKED"
+		}
+		ready := "(" + c.RetryAfter + " IS NULL OR " + c.RetryAfter + " <= " + p(2) + ") AND (" + c.LockedUntil + " IS NULL OR " +
+			c.LockedUntil + " <= " + p(3) + ") AND " + c.Attempt + " < 3"
+		return []Statement{{SQL: "UPDATE " + t + " SET " + c.LockedUntil + " = " + p(1) + ", " + c.Attempt + " = " + c.Attempt + " + 1 WHERE " +
+			c.ID + " IN (SELECT " + c.ID + " FROM " + t + " WHERE " + ready + " ORDER BY " + c.ID + " LIMIT " + p(4) + lock + ") RETURNING " +
+			c.ID + ", " + c.Payload + ", " + c.Attempt + ", " + headers, Args: []any{r.Claim.Token, r.Now, r.Now, int64(r.Claim.Limit)}}}, nil
+	}
+	return nil, fmt.Errorf("no claim for the %s form", r.Form)
 }
