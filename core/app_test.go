@@ -182,6 +182,31 @@ func TestWorkersBoundConcurrency(t *testing.T) {
 	}
 }
 
+func TestOnSettledSeesOnlyItsSubscription(t *testing.T) {
+	h := coretest.New(t)
+	var mu sync.Mutex
+	var seen []string
+	coretest.Subscribe(h, "a", func(context.Context, *core.Message[Refund]) error { return core.Drop() },
+		core.OnSettled(func(s core.Settlement) {
+			mu.Lock()
+			seen = append(seen, s.Subscription+":"+s.Verdict.String())
+			mu.Unlock()
+		}))
+	coretest.Subscribe(h, "b", ack)
+	h.Start()
+	h.Publish("a", Refund{})
+	h.Publish("b", Refund{})
+	h.WaitSettled(2)
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, ",") != "a:drop" {
+		t.Fatalf("seen %v", seen)
+	}
+	if err := core.Subscribe(h.App, h.Broker.Queue("c"), ack, core.OnSettled(nil)); err == nil {
+		t.Fatal("OnSettled(nil) accepted")
+	}
+}
+
 func TestMiddlewareOrder(t *testing.T) {
 	h := coretest.New(t)
 	var mu sync.Mutex

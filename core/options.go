@@ -50,6 +50,8 @@ type Options struct {
 	Codec Codec
 	// Middleware wraps the handler, outermost first.
 	Middleware []Middleware
+	// Observers are told of this subscription's settlements, before the App's observers.
+	Observers []Observer
 
 	ext map[any]any
 }
@@ -166,6 +168,19 @@ func Use(mw ...Middleware) Option {
 			}
 		}
 		o.Middleware = append(o.Middleware, mw...)
+		return nil
+	})
+}
+
+// OnSettled tells o of every settlement of this subscription, after it is durable or has
+// failed and before the App's observers hear of it (see Observer). Options that need to act after the outcome is settled (an outbox
+// receiver marking a dropped record) install one.
+func OnSettled(o Observer) Option {
+	return OptionFunc(func(opts *Options) error {
+		if o == nil {
+			return errors.New("OnSettled(nil): no observer")
+		}
+		opts.Observers = append(opts.Observers, o)
 		return nil
 	})
 }

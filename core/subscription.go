@@ -209,9 +209,12 @@ func (s *subscription) onSettled(d Delivery, v Verdict, err error) {
 		s.info.Logger.Warn("settle: settlement failed; the message returns as an abandoned one",
 			"message_id", d.ID(), "attempt", d.Attempt(), "verdict", v.String(), "error", err)
 	}
-	if obs := s.app.observers; len(obs) > 0 {
+	if len(s.app.observers)+len(s.opts.Observers) > 0 {
 		st := Settlement{Subscription: s.name, Queue: s.queue, Delivery: d, Verdict: v, Err: err}
-		for _, o := range obs {
+		for _, o := range s.opts.Observers { // the subscription's own hooks complete the settlement
+			o(st)
+		}
+		for _, o := range s.app.observers {
 			o(st)
 		}
 	}
