@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
@@ -12,18 +13,49 @@ import (
 
 // Receiver marks a subscription as the receiving side of this outbox. For a delivery that
 // carries HeaderID it looks the record up first: a record already processed is acknowledged
-// without running the handler (duplicate suppression). After the handler, ack and drop mark
-// the record processed (or delete it, without a processed_at column); retry and retry-after
-// leave it, so the next start publishes it again.
+// without running the handler (duplicate suppression). Ack, drop and a move to the dead letter
+// mark the record processed (or delete it, without a processed_at column); retry and
+// retry-after leave it, so the next start publishes it again.
 //
-// The mark runs in the delivery's transaction when the subscription is a transactional SQL
-// one (sqlqueue.Transactional) on the outbox's database, so it commits with the handler's
+// An ack's mark runs in the delivery's transaction when the subscription is a transactional
+// SQL one (sqlqueue.Transactional) on the outbox's database, so it commits with the handler's
 // writes; a handler on another transport can mark inside its own transaction with Processed.
-// Otherwise the receiver marks on the outbox's database after the handler returned.
+// Otherwise the receiver marks on the outbox's database after the handler returned, before the
+// ack. A drop or dead letter rolls a transactional handler's writes back, so its mark is made
+// on the outbox's database once that settlement is durable.
 //
 // A delivery without the header, or with a malformed one, is handled as a plain delivery and
 // logged.
-func (o *Outbox) Receiver() core.Option { return core.Use(o.receive) }
+func (o *Outbox) Receiver() core.Option {
+	return core.OptionFunc(func(opts *core.Options) error {
+		opts.Middleware = append(opts.Middleware, o.receive)
+		opts.Observers = append(opts.Observers, o.settled)
+		return nil
+	})
+}
+
+// settled marks the record of a dropped or dead-lettered delivery once that settlement is
+// durable: those outcomes roll a transactional handler's writes back, the mark with them, so
+// it is made afterwards, on the outbox's database.
+func (o *Outbox) settled(s core.Settlement) {
+	if s.Err != nil || (s.Verdict.Action != core.ActDrop && s.Verdict.Action != core.ActDeadLetter) {
+		return
+	}
+	raw, ok := s.Delivery.Headers()[HeaderID]
+	if !ok {
+		return
+	}
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := o.markProcessed(ctx, o.db, id); err != nil {
+		o.log.Warn("outbox receiver: marking a "+s.Verdict.Action.String()+" record processed failed; the next start publishes it again",
+			"queue", s.Queue, "message_id", s.Delivery.ID(), "attempt", s.Delivery.Attempt(), "record_id", id, "error", err)
+	}
+}
 
 type receiptKey struct{}
 
@@ -83,8 +115,10 @@ func (o *Outbox) receive(next core.HandlerFunc) core.HandlerFunc {
 		}
 		r := &receipt{o: o, id: id}
 		err = next(context.WithValue(ctx, receiptKey{}, r), d)
-		if o, isOutcome := core.AsOutcome(err); err != nil && (!isOutcome || o.Kind() != core.OutcomeDrop) {
-			return err // retry, retry-after or a failure: the record stays unprocessed
+		if err != nil {
+			// Retry, retry-after or a failure leave the record unprocessed; a drop (or a move to
+			// the dead letter) is marked by settled once it is durable.
+			return err
 		}
 		if !r.marked {
 			if merr := o.markProcessed(ctx, q, id); merr != nil {

@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/coretest"
 	"github.com/settlehq/settle/core/outbox"
 	"github.com/settlehq/settle/core/sqlqueue"
@@ -326,5 +328,73 @@ func TestBadTableIsRefusedAtStart(t *testing.T) {
 	}
 	if _, err := outbox.New(db.Dialect(), db.Queue(), outbox.StandardTable("x"), nil); err == nil {
 		t.Fatal("a nil publisher was accepted")
+	}
+}
+
+func TestDropMarksTheRecord(t *testing.T) {
+	r := start(t, filepath.Join(t.TempDir(), "o.db"))
+	if err := PlaceOrder(context.Background(), r.DB, r.Box, "void-1", 100); err != nil {
+		t.Fatal(err)
+	}
+	for s := r.waitSettled(t); s.Verdict.Action != core.ActDrop; s = r.waitSettled(t) {
+	}
+	if n := unprocessed(t, r); n != 0 {
+		t.Fatalf("%d unprocessed records after a drop, want 0", n)
+	}
+	if ledger, _ := Ledger(context.Background(), r.DB.SQL()); ledger["void-1"] != 0 {
+		t.Fatal("a dropped payout was booked")
+	}
+}
+
+func TestSweepPublishesWhatSendMissed(t *testing.T) {
+	ctx := context.Background()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "o.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := Schema(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	v := clock.NewVirtual(coretest.Epoch)
+	sent := make(chan map[string]string, 4)
+	box, err := outbox.New(db.Dialect(), db.Queue(), outbox.StandardTable(OutboxTable),
+		outbox.PublisherFunc(func(_ context.Context, _ string, _ []byte, h map[string]string) error {
+			sent <- h
+			return nil
+		}), outbox.WithClock(v), outbox.SweepEvery(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := box.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer box.Close()
+	batch, err := box.RecordJSON(ctx, db.Queue(), PayoutQueue, Payout{Order: "o-swept"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	v.Advance(time.Minute)
+	select {
+	case h := <-sent:
+		if h[outbox.HeaderID] != strconv.FormatInt(batch.IDs()[0], 10) {
+			t.Fatalf("swept publish carries %v", h)
+		}
+	case <-time.After(coretest.WaitTimeout):
+		t.Fatal("the sweep did not publish the unsent record")
+	}
+	// Published once by this process: the next sweep leaves it alone.
+	if err := v.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	v.Advance(time.Minute)
+	box.Close()
+	select {
+	case h := <-sent:
+		t.Fatalf("published again by the next sweep: %v", h)
+	default:
 	}
 }

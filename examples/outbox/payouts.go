@@ -102,14 +102,21 @@ func PlaceOrder(ctx context.Context, db *sqlite.DB, box *outbox.Outbox, id strin
 	return box.Send(ctx, batch)
 }
 
-// ErrBankDown is the fake bank's refusal for orders whose id starts with "down".
-var ErrBankDown = errors.New("bank unavailable")
+// ErrBankDown is the fake bank's refusal for orders whose id starts with "down" (once), and
+// ErrVoided its answer for orders whose id starts with "void" (the payout is dropped).
+var (
+	ErrBankDown = errors.New("bank unavailable")
+	ErrVoided   = errors.New("order voided")
+)
 
 // HandlePayout books the payout in the ledger inside the delivery's transaction; the outbox
 // receiver marks the record in the same transaction.
 func HandlePayout(ctx context.Context, m *core.Message[Payout]) error {
 	if strings.HasPrefix(m.Payload.Order, "down") && m.Attempt() == 1 {
 		return core.Retry().Because(ErrBankDown)
+	}
+	if strings.HasPrefix(m.Payload.Order, "void") {
+		return core.Drop().Because(ErrVoided)
 	}
 	tx, err := sqlite.Tx(ctx)
 	if err != nil {
