@@ -32,7 +32,9 @@ type Result struct {
 // dialect's placeholders; args are plain Go values (int64, string, []byte, nil) and whatever
 // Dialect.Time returns.
 type Queryer interface {
+	// Exec runs a statement that returns no rows.
 	Exec(ctx context.Context, sql string, args ...any) (Result, error)
+	// Query runs a statement that returns rows (a SELECT, or a statement with RETURNING).
 	Query(ctx context.Context, sql string, args ...any) (Rows, error)
 }
 
@@ -160,7 +162,9 @@ type ClaimParams struct {
 
 // Claimed is one claimed row.
 type Claimed struct {
-	ID      int64
+	// ID is the row's id.
+	ID int64
+	// Payload is the payload column.
 	Payload []byte
 	// Attempt is the attempt of this delivery (1 on the first), as the form counts it.
 	Attempt int
