@@ -273,32 +273,40 @@ func runBadStatements(t *testing.T, db *database, p *Plugin, form string) {
 	}
 }
 
-// TestCrashedPluginReturnsTheRow crashes the plugin subprocess during an ack under a running
-// subscription, in every form of every reachable database: the ack fails naming plugin and
-// event, the row comes back as the form returns it, and the plugin, restarted after its
-// backoff, acks the next row.
+// TestCrashedPluginReturnsTheRow crashes the plugin subprocess, or hangs it past the call
+// timeout, during an ack under a running subscription, in every form of every reachable
+// database: the ack fails naming plugin and event, the row comes back as the form returns it,
+// and the plugin, restarted after its backoff, acks the next row.
 func TestCrashedPluginReturnsTheRow(t *testing.T) {
 	t.Parallel()
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			for _, form := range b.forms {
-				t.Run(form, func(t *testing.T) {
-					p, err := loadHelper(t, "ok", Logger(testLogger()), RestartBackoff(10*time.Millisecond, 10*time.Millisecond))
-					if err != nil {
-						t.Fatal(err)
-					}
-					runCrash(t, b.open(t), p, form)
-				})
+				for _, c := range []struct {
+					name string
+					id   int64
+					want error
+				}{{"crash", idCrash, ErrCrashed}, {"hang", idHang, ErrTimeout}} {
+					t.Run(form+"/"+c.name, func(t *testing.T) {
+						t.Parallel()
+						p, err := loadHelper(t, "ok", Logger(testLogger()), CallTimeout(300*time.Millisecond),
+							RestartBackoff(10*time.Millisecond, 10*time.Millisecond))
+						if err != nil {
+							t.Fatal(err)
+						}
+						runCrash(t, b.open(t), p, form, c.id, c.want)
+					})
+				}
 			}
 		})
 	}
 }
 
-func runCrash(t *testing.T, db *database, p *Plugin, form string) {
+func runCrash(t *testing.T, db *database, p *Plugin, form string, badID int64, want error) {
 	table := queueTable("jobs")
 	db.exec(t, db.ddl(table))
-	db.exec(t, "INSERT INTO jobs (id, payload) VALUES ("+fmt.Sprint(idCrash)+", "+db.dialect.Placeholder(1)+")", []byte(`{"N":0}`))
+	db.exec(t, "INSERT INTO jobs (id, payload) VALUES ("+fmt.Sprint(badID)+", "+db.dialect.Placeholder(1)+")", []byte(`{"N":0}`))
 	a := newTestApp(t, db, testLogger())
 	ep, err := db.endpoint(form, table)
 	if err != nil {
@@ -306,7 +314,7 @@ func runCrash(t *testing.T, db *database, p *Plugin, form string) {
 	}
 	var seen sync.Map
 	if err := core.Subscribe(a.App, ep, func(ctx context.Context, m *core.Message[job]) error {
-		if _, again := seen.LoadOrStore(m.Delivery().ID(), true); again && m.Delivery().ID() == fmt.Sprint(idCrash) {
+		if _, again := seen.LoadOrStore(m.Delivery().ID(), true); again && m.Delivery().ID() == fmt.Sprint(badID) {
 			return core.Drop()
 		}
 		return nil
@@ -316,8 +324,8 @@ func runCrash(t *testing.T, db *database, p *Plugin, form string) {
 	}
 	a.start(t)
 	s := a.next(t)
-	if s.Verdict.Action != core.ActAck || !errors.Is(s.Err, ErrCrashed) || !strings.Contains(s.Err.Error(), `plugin "test-helper", event ack`) {
-		t.Fatalf("first settlement: %v: %v, want the ack to fail with ErrCrashed naming plugin and event", s.Verdict, s.Err)
+	if s.Verdict.Action != core.ActAck || !errors.Is(s.Err, want) || !strings.Contains(s.Err.Error(), `plugin "test-helper", event ack`) {
+		t.Fatalf("first settlement: %v: %v, want the ack to fail with %v naming plugin and event", s.Verdict, s.Err, want)
 	}
 	if s = a.next(t); s.Verdict.Action != core.ActDrop || s.Err != nil {
 		t.Fatalf("second settlement: %v: %v, want the returned row dropped", s.Verdict, s.Err)
