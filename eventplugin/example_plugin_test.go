@@ -290,7 +290,7 @@ func TestCrashedPluginReturnsTheRow(t *testing.T) {
 				}{{"crash", idCrash, ErrCrashed}, {"hang", idHang, ErrTimeout}} {
 					t.Run(form+"/"+c.name, func(t *testing.T) {
 						t.Parallel()
-						p, err := loadHelper(t, "ok", Logger(testLogger()), CallTimeout(300*time.Millisecond),
+						p, err := loadHelper(t, "ok", Logger(testLogger()), CallTimeout(time.Second),
 							RestartBackoff(10*time.Millisecond, 10*time.Millisecond))
 						if err != nil {
 							t.Fatal(err)
@@ -331,13 +331,14 @@ func runCrash(t *testing.T, db *database, p *Plugin, form string, badID int64, w
 		t.Fatalf("second settlement: %v: %v, want the returned row dropped", s.Verdict, s.Err)
 	}
 	db.exec(t, "INSERT INTO jobs (id, payload) VALUES (1, "+db.dialect.Placeholder(1)+")", []byte(`{"N":1}`))
-	// Until the restart the ack fails with ErrUnavailable and the row comes back again.
+	// Until the restart the ack fails with ErrUnavailable and the row comes back again (a
+	// machine loaded past the call timeout fails it with ErrTimeout, and it comes back too).
 	for {
 		s = a.next(t)
 		if s.Err == nil {
 			break
 		}
-		if !errors.Is(s.Err, ErrUnavailable) {
+		if !errors.Is(s.Err, ErrUnavailable) && !errors.Is(s.Err, ErrTimeout) {
 			t.Fatalf("ack of the next row: %v", s.Err)
 		}
 	}

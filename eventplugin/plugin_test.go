@@ -186,7 +186,7 @@ func TestBackoffDoublesUntilACallSucceeds(t *testing.T) {
 func TestHangTimesOutAndRestarts(t *testing.T) {
 	t.Parallel()
 	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p, err := loadHelper(t, "ok", Clock(vc), CallTimeout(300*time.Millisecond), RestartBackoff(time.Second, time.Second), Logger(slog.New(slog.DiscardHandler)))
+	p, err := loadHelper(t, "ok", Clock(vc), CallTimeout(time.Second), RestartBackoff(time.Second, time.Second), Logger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
