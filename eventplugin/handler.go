@@ -2,6 +2,8 @@ package eventplugin
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -53,15 +55,15 @@ func (m Manifest) Declares(e Event, dialect string) bool {
 // validate checks what a plugin declared.
 func (m Manifest) validate() error {
 	if m.Name == "" {
-		return errorString("the manifest has no name")
+		return errors.New("the manifest has no name")
 	}
 	for _, h := range m.Handles {
 		if !h.Event.Valid() {
-			return errorString("the manifest declares an unknown event " + h.Event.String())
+			return fmt.Errorf("the manifest declares an unknown event %v", h.Event)
 		}
 		for _, d := range h.Dialects {
 			if d == "" {
-				return errorString("the manifest declares event " + h.Event.String() + " for an empty dialect name")
+				return fmt.Errorf("the manifest declares event %v for an empty dialect name", h.Event)
 			}
 		}
 	}
@@ -171,7 +173,3 @@ type Statement struct {
 	SQL  string
 	Args []any
 }
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }

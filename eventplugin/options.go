@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -134,20 +135,11 @@ func Args(args ...string) Option {
 func Env(kv ...string) Option {
 	return func(c *config) error {
 		for _, e := range kv {
-			if len(e) == 0 || e[0] == '=' || !containsByte(e, '=') {
+			if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
 				return fmt.Errorf("eventplugin.Env(%q): entries are KEY=value", e)
 			}
 		}
 		c.env = append(c.env, kv...)
 		return nil
 	}
-}
-
-func containsByte(s string, b byte) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == b {
-			return true
-		}
-	}
-	return false
 }

@@ -48,7 +48,8 @@ var _ Handler = (*Plugin)(nil)
 // version), asks the plugin what it handles and returns it running. It fails with a
 // StartError (ErrNotPlugin, ErrMagicCookie, ErrProtocol, ErrChecksum, ErrManifest) when the
 // binary cannot serve as an event plugin; a subscription configured with a plugin that failed
-// to load therefore never starts. ctx bounds the start.
+// to load therefore never starts. The start is bounded by StartTimeout, or by ctx's deadline
+// when it is sooner; asking for the manifest honours ctx.
 func Load(ctx context.Context, path string, opts ...Option) (*Plugin, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
