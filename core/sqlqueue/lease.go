@@ -20,14 +20,10 @@ import (
 type lease struct {
 	rt *runtime
 
-	// source side, used by core's dispatcher goroutine (and the one prefetch it starts)
-	cur         *leaseBatch
-	pos         int
-	claimBuf    []Claimed
-	prefetching bool
-	pre         chan preClaim
-	preCtx      context.Context
-	preStop     context.CancelFunc
+	// source side, used by core's dispatcher goroutine only
+	cur      *leaseBatch
+	pos      int
+	claimBuf []Claimed
 
 	mu          sync.Mutex
 	batches     []*leaseBatch
@@ -56,17 +52,13 @@ type item struct {
 }
 
 func newLease(rt *runtime) *lease {
-	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
-		pre: make(chan preClaim, 1)}
-	l.preCtx, l.preStop = context.WithCancel(context.Background())
+	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	go l.settler()
 	return l
 }
 
-// Next hands out the next claimed delivery, claiming a batch when none is left. When a claim
-// came back full, the next one is claimed in the background as soon as the first row of this
-// one is handed out, so that the database works on settling and claiming while the workers
-// handle rows; at most one batch is claimed ahead.
+// Next hands out the next claimed delivery; when none is left it settles what has finished
+// and claims the next batch, in one transaction.
 func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 	for {
 		if err := ctx.Err(); err != nil {
@@ -75,28 +67,9 @@ func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 		if l.cur != nil && l.pos < len(l.cur.ds) {
 			d := &l.cur.ds[l.pos]
 			l.pos++
-			if l.pos == 1 && len(l.cur.ds) == l.rt.cfg.batch && !l.prefetching && !l.rt.cfg.perMessage {
-				l.prefetching = true
-				go l.prefetch()
-			}
 			return d, nil
 		}
 		l.cur = nil
-		if l.prefetching {
-			select {
-			case r := <-l.pre:
-				l.prefetching = false
-				if r.err != nil {
-					return nil, r.err
-				}
-				if r.b != nil {
-					l.cur, l.pos = r.b, 0
-					continue
-				}
-			case <-ctx.Done():
-				return nil, ctx.Err() // Close collects the prefetch
-			}
-		}
 		woken := l.rt.wake.wait()
 		b, err := l.flushAndClaim(ctx)
 		if err != nil {
@@ -110,16 +83,6 @@ func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 			return nil, err
 		}
 	}
-}
-
-type preClaim struct {
-	b   *leaseBatch
-	err error
-}
-
-func (l *lease) prefetch() {
-	b, err := l.flushAndClaim(l.preCtx)
-	l.pre <- preClaim{b: b, err: err}
 }
 
 // flushAndClaim settles what has finished and claims the next batch in one transaction: one
@@ -591,8 +554,7 @@ func (l *lease) extend() {
 	rt.log.Debug("sqlqueue: leases extended", "rows", len(held), "locked_until", tok)
 }
 
-// Close releases the deliveries claimed but never handed out (the rest of the current batch
-// and a batch claimed ahead) and stops the settler.
+// Close releases the deliveries claimed but never handed out and stops the settler.
 func (l *lease) Close() error {
 	var err error
 	l.once.Do(func() {
@@ -602,15 +564,6 @@ func (l *lease) Close() error {
 				rest = append(rest, &l.cur.ds[i])
 			}
 			l.cur = nil
-		}
-		l.preStop()
-		if l.prefetching {
-			if r := <-l.pre; r.b != nil {
-				for i := range r.b.ds {
-					rest = append(rest, &r.b.ds[i])
-				}
-			}
-			l.prefetching = false
 		}
 		if len(rest) > 0 {
 			items := make([]item, len(rest))
