@@ -8,9 +8,10 @@
 //
 // Durability: the default is synchronous=FULL, under which a commit (a publish, a claim, a
 // grouped settlement) survives power loss. Synchronous(Normal) keeps WAL's crash safety for
-// the process but may lose the last commits on power loss or an OS crash; it roughly triples
-// throughput for small batches (see the benchmark in this package). A lost settlement only
-// redelivers; a lost publish loses the message, hence the default.
+// the process but may lose the last commits on power loss or an OS crash; where syncing is
+// slow it is several times faster (on the reference machine kind a raw lease loop ran ~39k
+// msgs/s under FULL, ~112k under NORMAL). A lost settlement only redelivers; a lost publish
+// loses the message, hence the default.
 //
 // SQLite has one writer at a time. Within a process, settle's writes (claims, grouped
 // settlements, publishes) take turns on an in-process lock instead of SQLite's busy handler,
@@ -18,6 +19,17 @@
 // holds that write lock while it works (its transaction is a write transaction from its first
 // statement), so claims and settlements wait for it: keep such handlers short. Writes of other
 // processes, or through SQL() directly, meet SQLite's busy timeout as usual.
+//
+// Throughput: the lease form settles a batch of deliveries in the transaction of the next
+// claim, one commit per batch. BenchmarkDrain drains rows through the service and through a
+// raw go-sqlite3 loop running the same statements in the same process:
+//
+//	go test -run '^$' -bench Drain -benchtime 50000x ./dialect-sqlite
+//
+// On the development machine (2 vCPU, shared with other test runs, load 5–8) the service
+// drained 87–157k msgs/s with batches of 100, 0.74–1.06 of the raw loop (medians of paired
+// runs; the spread is the machine's), at 7.8 allocations per message against the raw loop's
+// 8.7; FULL and NORMAL differed little there because the disk syncs fast.
 //
 // Advisory keys are an in-process registry: they serialise rows with the same key among the
 // subscriptions of one process only. Several processes on one file need the lease form.
