@@ -71,6 +71,20 @@ func (o *Options) SetExt(key, value any) {
 	o.ext[key] = value
 }
 
+// Apply applies opts to o in order. A backend's option made with OptionFunc uses it to apply
+// other options as part of itself (one mount option that registers several custom events).
+func (o *Options) Apply(opts ...Option) error {
+	for _, opt := range opts {
+		if opt == nil {
+			return errors.New("nil option")
+		}
+		if err := opt.apply(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Option configures a subscription.
 type Option interface {
 	apply(*Options) error
@@ -187,13 +201,8 @@ func OnSettled(o Observer) Option {
 
 func buildOptions(opts []Option) (*Options, error) {
 	o := &Options{Workers: 1, OnError: PolicyRetry, OnPanic: PolicyRetry, OnDecodeError: PolicyDeadLetter, Codec: JSON}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, errors.New("nil option")
-		}
-		if err := opt.apply(o); err != nil {
-			return nil, err
-		}
+	if err := o.Apply(opts...); err != nil {
+		return nil, err
 	}
 	return o, nil
 }

@@ -58,13 +58,8 @@ func (p *Plugin) Events(d sqlqueue.Dialect, table sqlqueue.Table, events ...Even
 			if !ok {
 				return fmt.Errorf("eventplugin: Plugin.Events: unknown event %v", e)
 			}
-			// sqlqueue's options are OptionFuncs; applying one inside this option keeps the
-			// plugin's events a single mount option.
-			opt, ok := sqlqueue.OnEvent(kind, b.event(e)).(core.OptionFunc)
-			if !ok {
-				return errors.New("eventplugin: sqlqueue.OnEvent is not a core.OptionFunc; this eventplugin does not match its core")
-			}
-			if err := opt(o); err != nil {
+			// Applied inside this option, so the plugin's events are one mount option.
+			if err := o.Apply(sqlqueue.OnEvent(kind, b.event(e))); err != nil {
 				return err
 			}
 		}
