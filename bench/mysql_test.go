@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,11 +56,23 @@ func myRaw(name string, loop myRawLoop, w, b int) myContender {
 	}}
 }
 
-// myResult is one contender's figure.
+// myResult is one contender's figure: the median of its rounds, with the spread.
 type myResult struct {
-	name      string
-	rate      float64
-	allocsPer float64
+	name             string
+	rate             float64
+	allocsPer        float64
+	minRate, maxRate float64
+}
+
+// myRounds is how often every contender drains (SETTLE_BENCH_MARIADB_ROUNDS, default 3); the
+// rounds interleave the contenders, so that a noisy moment of the machine does not land on one
+// of them only, and the report gives each one's median.
+func myRounds(b *testing.B) int {
+	n, err := strconv.Atoi(coretest.Env("SETTLE_BENCH_MARIADB_ROUNDS", "3"))
+	if err != nil || n < 1 {
+		b.Fatalf("SETTLE_BENCH_MARIADB_ROUNDS=%q: want a positive integer", os.Getenv("SETTLE_BENCH_MARIADB_ROUNDS"))
+	}
+	return n
 }
 
 // runMyContenders runs each contender on a fresh database of its own, one after the other in
@@ -79,6 +93,24 @@ func runMyContenders(b *testing.B, cs []myContender) []myResult {
 		coretest.ServerUnavailable(b, "MariaDB", cfg.Addr, err)
 	}
 	defer admin.Close()
+	rounds := make([][]myResult, len(cs))
+	for range myRounds(b) {
+		for i, r := range runMyRound(ctx, b, admin, cfg, n, cs) {
+			rounds[i] = append(rounds[i], r)
+		}
+	}
+	out := make([]myResult, len(cs))
+	for i, rs := range rounds {
+		slices.SortFunc(rs, func(x, y myResult) int { return cmp.Compare(x.rate, y.rate) })
+		med := rs[len(rs)/2]
+		med.minRate, med.maxRate = rs[0].rate, rs[len(rs)-1].rate
+		out[i] = med
+	}
+	return out
+}
+
+// runMyRound drains n rows once per contender.
+func runMyRound(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.Config, n int, cs []myContender) []myResult {
 	var out []myResult
 	for _, c := range cs {
 		var rnd [4]byte
@@ -134,13 +166,13 @@ func reportMy(b *testing.B, rs []myResult, pairs map[string]string) {
 		rate[r.name] = r.rate
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n%-44s %10s %11s %8s\n", "contender", "msgs/s", "allocs/msg", "÷raw")
+	fmt.Fprintf(&sb, "\n%-44s %10s %15s %11s %8s\n", "contender", "msgs/s", "(min–max)", "allocs/msg", "÷raw")
 	for _, r := range rs {
 		ratio := "—"
 		if raw, ok := pairs[r.name]; ok && rate[raw] > 0 {
 			ratio = fmt.Sprintf("%.2f", r.rate/rate[raw])
 		}
-		fmt.Fprintf(&sb, "%-44s %10.0f %11.1f %8s\n", r.name, r.rate, r.allocsPer, ratio)
+		fmt.Fprintf(&sb, "%-44s %10.0f %15s %11.1f %8s\n", r.name, r.rate, fmt.Sprintf("(%.0f–%.0f)", r.minRate, r.maxRate), r.allocsPer, ratio)
 		m := strings.NewReplacer(" ", "_", "(", "", ")", "", ",", "", "=", "").Replace(r.name)
 		b.ReportMetric(r.rate, m+"-msgs/s")
 		b.ReportMetric(r.allocsPer, m+"-allocs/msg")
