@@ -3,6 +3,7 @@ package sqlqueuetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ func RunLease(t *testing.T, open Open) {
 	t.Run("lost", func(t *testing.T) { t.Parallel(); leaseLost(t, open(t), false) })
 	t.Run("lost/tx", func(t *testing.T) { t.Parallel(); leaseLost(t, open(t), true) })
 	t.Run("extended", func(t *testing.T) { t.Parallel(); leaseExtended(t, open(t)) })
+	t.Run("lost_in_group", func(t *testing.T) { t.Parallel(); lostInGroup(t, open(t)) })
 }
 
 // leaseLost: A claims and stalls past its lease (its clock stands still, as a paused process's
@@ -180,5 +182,64 @@ func leaseExtended(t *testing.T, f *Fixture) {
 	stopA()
 	if rows := e.rows(tb); len(rows) != 0 {
 		t.Errorf("rows = %+v; want the row deleted", rows)
+	}
+}
+
+// lostInGroup: A claims three rows and stalls; B takes one of them after A's lease. A's three
+// acks are settled together: the grouped statement matches two rows, and only the third
+// settlement reports ErrLeaseLost.
+func lostInGroup(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	tb.Columns.ProcessedAt = ""
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	ids := []int64{e.publish(p, Refund{Amount: 1}), e.publish(p, Refund{Amount: 2}), e.publish(p, Refund{Amount: 3})}
+	lease := 10 * time.Second
+	entered := make(chan struct{}, 3)
+	releaseA := make(chan struct{})
+	appA := e.app(nil)
+	subscribe(e, appA, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		entered <- struct{}{}
+		<-releaseA
+		return nil
+	}, sqlqueue.LeaseFor(lease), core.Workers(3))
+	stopA := e.run(appA)
+	for range 3 {
+		waitFor(t, entered, "A's three handlers")
+	}
+
+	clockB := clock.NewVirtual(Epoch.Add(lease + time.Second))
+	tookB := make(chan string, 1)
+	releaseB := make(chan struct{})
+	appB := e.app(clockB)
+	subscribe(e, appB, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		tookB <- m.ID()
+		<-releaseB
+		return nil
+	}, sqlqueue.LeaseFor(lease), sqlqueue.BatchSize(1))
+	stopB := e.run(appB)
+	taken := waitFor(t, tookB, "B's claim of the first row")
+	if taken != fmt.Sprint(ids[0]) {
+		t.Fatalf("B took row %s; want %d", taken, ids[0])
+	}
+
+	close(releaseA)
+	s := e.rec.WaitSettled(3)
+	for _, x := range s {
+		lost := errors.Is(x.Err, sqlqueue.ErrLeaseLost)
+		if want := x.Delivery.ID() == taken; lost != want {
+			t.Errorf("row %s: settlement error %v; want lease lost = %v", x.Delivery.ID(), x.Err, want)
+		}
+	}
+	if rows := e.rows(tb); len(rows) != 1 || fmt.Sprint(rows[0].ID) != taken || rows[0].Attempt != 2 {
+		t.Errorf("rows = %+v; want only B's row, attempt 2", rows)
+	}
+	close(releaseB)
+	e.rec.WaitSettled(4)
+	stopB()
+	stopA()
+	if rows := e.rows(tb); len(rows) != 0 {
+		t.Errorf("rows left: %+v", rows)
 	}
 }
