@@ -63,7 +63,11 @@ func NewAdvisory(d AdvisoryDialect, db DB, t Table, group string) (core.Endpoint
 
 func newQueue(f Form, d Dialect, db DB, t Table, group string) (*queue, error) {
 	if d == nil || db == nil {
-		return nil, fmt.Errorf("sqlqueue: %s queue on table %s: nil dialect or database", f, t.Ref())
+		what := f.String() + " queue"
+		if f == 0 {
+			what = "publisher"
+		}
+		return nil, fmt.Errorf("sqlqueue: %s on table %s: nil dialect or database", what, t.Ref())
 	}
 	s, err := NewSchema(d, t)
 	if err != nil {
