@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
@@ -312,5 +313,24 @@ func TestTransient(t *testing.T) {
 	}
 	if Transient(errors.New("other")) || Transient(nil) {
 		t.Fatal("Transient of a plain error")
+	}
+}
+
+func TestOpenRefusals(t *testing.T) {
+	s := mariadbServer(t)
+	ctx := context.Background()
+	cfg, err := gomysql.ParseDSN(s.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = ""
+	if _, err := Open(ctx, cfg.FormatDSN()); err == nil || !strings.Contains(err.Error(), "no current database") {
+		t.Fatalf("Open without a database = %v; want a refusal naming the missing database", err)
+	}
+	if _, err := Open(ctx, "not a dsn"); err == nil {
+		t.Fatal("Open accepted a malformed DSN")
+	}
+	if _, err := Open(ctx, s.dsn, Isolation(sql.LevelSnapshot)); err == nil || !strings.Contains(err.Error(), "Isolation") {
+		t.Fatalf("Open with Isolation(Snapshot) = %v; want an error naming the option", err)
 	}
 }
