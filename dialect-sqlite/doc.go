@@ -26,10 +26,11 @@
 //
 //	go test -run '^$' -bench Drain -benchtime 50000x ./dialect-sqlite
 //
-// On the development machine (2 vCPU, shared with other test runs, load 5–8) the service
-// drained 87–157k msgs/s with batches of 100, 0.74–1.06 of the raw loop (medians of paired
-// runs; the spread is the machine's), at 7.8 allocations per message against the raw loop's
-// 8.7; FULL and NORMAL differed little there because the disk syncs fast.
+// On the development machine (2 vCPU, shared with other test runs at load 5–10) the service
+// drained 72–224k msgs/s with batches of 100; over eight runs its ratio to the raw loop ranged
+// 0.66–1.31 (median 1.04; each run reports medians of five paired drains, and the spread is
+// the machine's), at 7.8 allocations per message against the raw loop's 8.7. FULL and NORMAL
+// differed less there than on a disk whose sync is slow.
 //
 // Advisory keys are an in-process registry: they serialise rows with the same key among the
 // subscriptions of one process only. Several processes on one file need the lease form.
