@@ -232,7 +232,7 @@ func TestAdvisoryLocks(t *testing.T) {
 		}
 		// The claim's candidate filter sees which keys are taken.
 		var free []int
-		rows, err := db.Query(ctx, "SELECT k FROM (SELECT 7 AS k UNION ALL SELECT 8) AS c WHERE "+db.dialect.FreeKey("c.k"))
+		rows, err := db.Query(ctx, "SELECT k FROM (SELECT 7 AS k UNION ALL SELECT 8) AS c WHERE IS_USED_LOCK("+lockNameSQL(db.dialect.lockPrefix, "CAST(c.k AS CHAR)")+") IS NULL")
 		if err != nil {
 			t.Fatal(err)
 		}

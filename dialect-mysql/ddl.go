@@ -30,7 +30,7 @@ import (
 //	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 func CreateTableSQL(t sqlqueue.Table) (string, error) {
 	d := &dialect{flavour: MySQL}
-	if err := (&DB{}).checkTable(t); err != nil {
+	if err := checkNames(t); err != nil {
 		return "", err
 	}
 	s, err := sqlqueue.NewSchema(d, t)

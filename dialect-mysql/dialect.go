@@ -202,13 +202,6 @@ func (d *dialect) Unlock(ctx context.Context, c sqlqueue.Conn, key string) error
 // KeyText reads a key expression back as text.
 func (d *dialect) KeyText(expr string) string { return "CAST(" + expr + " AS CHAR)" }
 
-// FreeKey is the condition that keeps a candidate row whose key's lock nobody holds, so that a
-// claim does not offer rows another connection is working on: IS_USED_LOCK on the same name
-// TryLock takes.
-func (d *dialect) FreeKey(keyExpr string) string {
-	return "IS_USED_LOCK(" + lockNameSQL(d.lockPrefix, d.KeyText(keyExpr)) + ") IS NULL"
-}
-
 func scanOne(rows sqlqueue.Rows, dst any) error {
 	defer rows.Close()
 	if !rows.Next() {

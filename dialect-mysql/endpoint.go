@@ -16,7 +16,7 @@ import (
 // The transaction and its connection stay open while the handlers work: size the pool for one
 // connection per claim in flight.
 func RowLock(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
-	if err := db.checkTable(t); err != nil {
+	if err := checkNames(t); err != nil {
 		return nil, err
 	}
 	ep, err := sqlqueue.NewRowLock(db.dialect, db, t, group)
@@ -31,7 +31,7 @@ func RowLock(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 // microsecond DATETIME(6)) and attempt + 1 in one short transaction; every finishing statement
 // is fenced by the token, and one that matches no row reports sqlqueue.ErrLeaseLost.
 func Lease(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
-	if err := db.checkTable(t); err != nil {
+	if err := checkNames(t); err != nil {
 		return nil, err
 	}
 	ep, err := sqlqueue.NewLease(db.dialect, db, t, group)
@@ -49,7 +49,7 @@ func Lease(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 // connection, then RELEASE_LOCK frees the key; a release the server does not confirm closes
 // the connection, which frees whatever it held.
 func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
-	if err := db.checkTable(t); err != nil {
+	if err := checkNames(t); err != nil {
 		return nil, err
 	}
 	ep, err := sqlqueue.NewAdvisory(db.dialect, db, t, group)
@@ -62,7 +62,7 @@ func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 // NewPublisher returns a publisher into the queue table t (and group). On MariaDB the new
 // row's id comes back through INSERT … RETURNING, on MySQL through LAST_INSERT_ID().
 func NewPublisher(db *DB, t sqlqueue.Table, group string, opts ...sqlqueue.PublisherOption) (*sqlqueue.Publisher, error) {
-	if err := db.checkTable(t); err != nil {
+	if err := checkNames(t); err != nil {
 		return nil, err
 	}
 	return sqlqueue.NewPublisher(db.dialect, db, t, group, opts...)
@@ -80,9 +80,9 @@ func InTx(tx *sql.Tx) sqlqueue.PublishOption { return sqlqueue.InTx(&txn{tx: tx}
 // events and sqlqueue.NewPublisher.
 func (db *DB) Dialect() sqlqueue.Dialect { return db.dialect }
 
-// checkTable refuses names MySQL would refuse, before the engine validates them, so that the
+// checkNames refuses names MySQL would refuse, before the engine validates them, so that the
 // error says why: identifiers are at most 64 characters.
-func (db *DB) checkTable(t sqlqueue.Table) error {
+func checkNames(t sqlqueue.Table) error {
 	names := []struct{ what, name string }{{"schema name", t.Schema}, {"table name", t.Name}}
 	c := t.Columns
 	for _, n := range []struct{ role, name string }{{"id", c.ID}, {"payload", c.Payload}, {"grp", c.Group}, {"attempt", c.Attempt},
