@@ -1,11 +1,14 @@
 package amqp
 
 import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rabbitmq/amqp091-go"
 	"sync"
-	"sync/atomic"
 
 	"github.com/settlehq/settle/core"
-	"github.com/settlehq/settle/core/clock"
 )
 
 // Tag states in an acker's window.
@@ -20,6 +23,7 @@ type pendingAck struct {
 	d       core.Delivery
 	v       core.Verdict
 	settled core.Settled
+	err     error // set when the acknowledgement has gone out or failed
 }
 
 // acker coalesces a session's acknowledgements. Deliveries are handed out in delivery-tag
@@ -31,19 +35,19 @@ type pendingAck struct {
 // Rejections are sent at once, one per message. Abandoned deliveries are rejected with requeue,
 // so no range ever acknowledges them.
 //
-// A flush happens when the batch is full, when the consumer is about to wait for the next
-// delivery, on every acknowledgement while it waits (idle), after flushInterval on the clock
-// (busy workers), and before the consumer closes.
+// A flush happens when the batch is full (a quarter of the prefetch, at most 64, so the
+// server's window never stalls), flushInterval after the first acknowledgement of a batch, and
+// before the consumer closes. The interval is wall time, not the App's clock: it is a batching
+// window like a network delay, which no outcome depends on, and on a virtual clock it must not
+// wait for Advance.
 type acker struct {
 	s       *session
 	mu      sync.Mutex
 	base    uint64  // lowest tag not yet finalized
 	window  []uint8 // state of tags base, base+1, …, up to the last handed out
 	pending []pendingAck
-	spare   []pendingAck
-	dead    bool
-	idle    atomic.Bool // the consumer waits for its next delivery: send at once
-	timer   clock.Timer
+	dead    bool // set together with reporting every batched acknowledgement
+	timer   *time.Timer
 	armed   bool
 }
 
@@ -70,12 +74,12 @@ func (a *acker) ack(tag uint64, d core.Delivery, v core.Verdict, settled core.Se
 		return
 	}
 	a.window[tag-a.base] = tagAcking
-	a.pending = append(a.pending, pendingAck{d, v, settled})
-	if len(a.pending) < a.s.c.batch && !a.idle.Load() {
+	a.pending = append(a.pending, pendingAck{d: d, v: v, settled: settled})
+	if len(a.pending) < a.s.c.batch {
 		if !a.armed {
 			a.armed = true
 			if a.timer == nil {
-				a.timer = a.s.c.clock.AfterFunc(flushInterval, func() { a.flush(true) })
+				a.timer = time.AfterFunc(flushInterval, func() { a.flush(true) })
 			} else {
 				a.timer.Reset(flushInterval)
 			}
@@ -83,9 +87,9 @@ func (a *acker) ack(tag uint64, d core.Delivery, v core.Verdict, settled core.Se
 		a.mu.Unlock()
 		return
 	}
-	done, err := a.flushLocked(false)
+	done, _ := a.flushLocked(false)
 	a.mu.Unlock()
-	a.report(done, err)
+	a.report(done)
 }
 
 // reject sends basic.reject for tag at once and reports the settlement.
@@ -96,10 +100,18 @@ func (a *acker) reject(tag uint64, requeue bool, d core.Delivery, v core.Verdict
 		settled(d, v, ErrChannelGone)
 		return
 	}
-	err := a.s.ch.Reject(tag, requeue)
+	err := gone(a.s.ch.Reject(tag, requeue))
 	a.window[tag-a.base] = tagDone
+	var lost []pendingAck
+	if err != nil {
+		// The channel is closed: what is batched on it will not go out either.
+		a.dead = true
+		lost = failAll(a.pending, ErrChannelGone)
+		a.pending = nil
+	}
 	a.mu.Unlock()
 	settled(d, v, err)
+	a.report(lost)
 }
 
 // flush sends what is batched; all also acknowledges tags above a gap.
@@ -109,9 +121,9 @@ func (a *acker) flush(all bool) {
 		a.mu.Unlock()
 		return
 	}
-	done, err := a.flushLocked(all)
+	done, _ := a.flushLocked(all)
 	a.mu.Unlock()
-	a.report(done, err)
+	a.report(done)
 }
 
 func (a *acker) flushLocked(all bool) ([]pendingAck, error) {
@@ -123,52 +135,62 @@ func (a *acker) flushLocked(all bool) ([]pendingAck, error) {
 		i++
 	}
 	var err error
-	covered := 0
 	if last >= 0 {
-		err = a.s.ch.Ack(a.base+uint64(last), true)
-		for j := 0; j <= last; j++ {
-			if a.window[j] == tagAcking {
-				a.window[j] = tagDone
-				covered++
-			}
-		}
-	}
-	rest := len(a.pending) - covered
-	if rest > 0 && (all || rest >= a.s.c.batch) {
-		for j := i; j < len(a.window) && err == nil; j++ {
-			if a.window[j] == tagAcking {
-				err = a.s.ch.Ack(a.base+uint64(j), false)
+		if err = gone(a.s.ch.Ack(a.base+uint64(last), true)); err == nil {
+			for j := 0; j <= last; j++ {
 				a.window[j] = tagDone
 			}
 		}
-		rest = 0
 	}
-	a.window = a.window[i:]
-	a.base += uint64(i)
+	if err == nil {
+		above := 0
+		for j := i; j < len(a.window); j++ {
+			if a.window[j] == tagAcking {
+				above++
+			}
+		}
+		if above > 0 && (all || above >= a.s.c.batch) {
+			for j := i; j < len(a.window) && err == nil; j++ {
+				if a.window[j] == tagAcking {
+					if err = gone(a.s.ch.Ack(a.base+uint64(j), false)); err == nil {
+						a.window[j] = tagDone
+					}
+				}
+			}
+		}
+	}
+	// Advance the window over the finalized prefix.
+	n := 0
+	for n < len(a.window) && a.window[n] == tagDone {
+		n++
+	}
+	a.window = a.window[n:]
+	a.base += uint64(n)
 	if err != nil {
 		a.dead = true // a failed frame means the channel is closed
 	}
+	// Report what went out; with the channel gone, also what did not (it comes back by
+	// itself); keep the rest batched.
 	var done []pendingAck
-	if rest == 0 || err != nil {
-		done = a.pending
-		a.pending, a.spare = a.spare[:0], nil
-		if a.armed {
-			a.armed = false
-			a.timer.Stop()
-		}
-		return done, err
-	}
-	// Some acknowledgements wait above a gap: report the ones sent, keep the others.
-	done = make([]pendingAck, 0, covered)
 	keep := a.pending[:0]
 	for _, p := range a.pending {
-		if a.sent(p.d) {
+		switch {
+		case a.sent(p.d):
+			p.err = nil
 			done = append(done, p)
-		} else {
+		case err != nil:
+			p.err = err
+			done = append(done, p)
+		default:
 			keep = append(keep, p)
 		}
 	}
+	clear(a.pending[len(keep):])
 	a.pending = keep
+	if len(keep) == 0 && a.armed {
+		a.armed = false
+		a.timer.Stop()
+	}
 	return done, err
 }
 
@@ -179,17 +201,9 @@ func (a *acker) sent(d core.Delivery) bool {
 	return tag < a.base || a.window[tag-a.base] == tagDone
 }
 
-func (a *acker) report(done []pendingAck, err error) {
+func (a *acker) report(done []pendingAck) {
 	for _, p := range done {
-		p.settled(p.d, p.v, err)
-	}
-	if cap(done) > 0 {
-		a.mu.Lock()
-		if a.spare == nil {
-			clear(done)
-			a.spare = done[:0]
-		}
-		a.mu.Unlock()
+		p.settled(p.d, p.v, p.err)
 	}
 }
 
@@ -202,18 +216,33 @@ func (a *acker) die() {
 		return
 	}
 	a.dead = true
-	done := a.pending
+	done := failAll(a.pending, ErrChannelGone)
 	a.pending = nil
 	if a.armed {
 		a.armed = false
 		a.timer.Stop()
 	}
 	a.mu.Unlock()
-	a.report(done, ErrChannelGone)
+	a.report(done)
 }
 
 func (a *acker) isDead() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.dead
+}
+
+// gone translates a frame refused because the channel closed into ErrChannelGone.
+func gone(err error) error {
+	if errors.Is(err, amqp091.ErrClosed) {
+		return fmt.Errorf("%w: %v", ErrChannelGone, err)
+	}
+	return err
+}
+
+func failAll(p []pendingAck, err error) []pendingAck {
+	for i := range p {
+		p[i].err = err
+	}
+	return p
 }

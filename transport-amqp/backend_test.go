@@ -61,7 +61,8 @@ type backend struct {
 	clock  clock.Clock
 	opts   []amqp.QueueOption
 
-	admin amqp.Connection
+	adminMu sync.Mutex
+	admin   amqp.Connection
 
 	mu     sync.Mutex
 	broker *amqp.Broker
@@ -79,6 +80,7 @@ func newBackend(t testing.TB, dial amqp.DialFunc, c clock.Clock, quorum bool, op
 	b := &backend{t: t, dial: dial, prefix: "settle-test-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-",
 		quorum: quorum, clock: c, opts: opts, admin: admin, caps: map[string]int{}, queues: map[string]bool{}, opened: map[string]chan struct{}{}}
 	t.Cleanup(func() {
+		admin := b.conn()
 		ch, err := admin.Channel()
 		if err == nil {
 			b.mu.Lock()
@@ -91,6 +93,21 @@ func newBackend(t testing.TB, dial amqp.DialFunc, c clock.Clock, quorum bool, op
 		_ = admin.Close()
 	})
 	return b
+}
+
+// conn returns the admin connection, dialling again after a test killed it.
+func (b *backend) conn() amqp.Connection {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	if b.admin.IsClosed() {
+		c, err := b.dial()
+		if err != nil {
+			b.t.Errorf("admin connection: %v", err)
+			return b.admin
+		}
+		b.admin = c
+	}
+	return b.admin
 }
 
 func (b *backend) name(queue string) string {
@@ -185,7 +202,7 @@ func (b *backend) Publish(ctx context.Context, queue string, body []byte, header
 			return fmt.Errorf("queue %q was never opened: %w", n, ctx.Err())
 		}
 	}
-	ch, err := b.admin.Channel()
+	ch, err := b.conn().Channel()
 	if err != nil {
 		return err
 	}
@@ -205,7 +222,7 @@ func (b *backend) Publish(ctx context.Context, queue string, body []byte, header
 
 // Drain takes the queue's ready messages; with atLeast it consumes until that many arrived.
 func (b *backend) Drain(ctx context.Context, queue string, atLeast int) ([]transporttest.Message, error) {
-	got, err := drainRaw(ctx, b.admin, b.name(queue), atLeast)
+	got, err := drainRaw(ctx, b.conn(), b.name(queue), atLeast)
 	if err != nil {
 		return nil, err
 	}

@@ -183,8 +183,28 @@ func (b *Broker) channel() (Channel, error) {
 }
 
 // publish sends msg through the Broker's own publishing channel, waiting for the broker's
-// confirmation when confirm is set.
+// confirmation when confirm is set. A publish that fails because the channel or connection
+// died is tried once more on a fresh one: a message that failed to be written was not sent.
 func (b *Broker) publish(ctx context.Context, exchange, key string, msg amqp091.Publishing, confirm bool) error {
+	err := b.publishOnce(ctx, exchange, key, msg, confirm)
+	if err == nil || errors.Is(err, ErrNotConfirmed) || ctx.Err() != nil {
+		return err
+	}
+	var ae *amqp091.Error
+	if !errors.As(err, &ae) {
+		// A write error on the socket: the connection is broken even if the client has not
+		// noticed yet, so it is closed and dialled again.
+		b.mu.Lock()
+		if c := b.conn; c != nil {
+			_ = c.Close()
+		}
+		b.mu.Unlock()
+	}
+	b.log.Warn("amqp: publish failed; trying again on a new channel", "exchange", exchange, "routing_key", key, "error", err)
+	return b.publishOnce(ctx, exchange, key, msg, confirm)
+}
+
+func (b *Broker) publishOnce(ctx context.Context, exchange, key string, msg amqp091.Publishing, confirm bool) error {
 	i := 0
 	if confirm {
 		i = 1
@@ -206,12 +226,24 @@ func (b *Broker) publish(ctx context.Context, exchange, key string, msg amqp091.
 		}
 		b.pub[i] = ch
 	}
+	drop := func() {
+		if b.pub[i] == ch {
+			b.pub[i] = nil
+		}
+		_ = ch.Close()
+	}
 	if !confirm {
 		err := ch.PublishWithContext(ctx, exchange, key, false, false, msg)
+		if err != nil {
+			drop()
+		}
 		b.pubMu.Unlock()
 		return err
 	}
 	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, msg)
+	if err != nil {
+		drop()
+	}
 	b.pubMu.Unlock()
 	if err != nil {
 		return err

@@ -150,9 +150,8 @@ func (c *consumer) reopen() error {
 	return nil
 }
 
-// Next hands out the next delivery. Before it blocks it sends the acknowledgements settled so
-// far (the subscription is idle), so a batch never waits for more traffic. When the channel or
-// connection has closed it reconnects with backoff on the clock, logging each attempt.
+// Next hands out the next delivery. When the channel or connection has closed it reconnects
+// with backoff on the clock, logging each attempt.
 func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 	for {
 		s := c.sess.Load()
@@ -166,18 +165,8 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 		var ok bool
 		select {
 		case m, ok = <-s.deliveries:
-		default:
-			// Idle: send what is batched, and let acknowledgements settled while waiting go
-			// out at once.
-			s.acks.idle.Store(true)
-			s.acks.flush(true)
-			select {
-			case m, ok = <-s.deliveries:
-				s.acks.idle.Store(false)
-			case <-ctx.Done():
-				s.acks.idle.Store(false)
-				return nil, ctx.Err()
-			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 		if !ok {
 			c.log.Warn("amqp: consumer channel closed; consuming again", "epoch", s.epoch)
@@ -248,6 +237,5 @@ func (c *consumer) Close() error {
 	return nil
 }
 
-// flushInterval bounds how long a settled acknowledgement waits in a batch while the
-// subscription is busy; an idle subscription sends it at once.
+// flushInterval bounds how long a settled acknowledgement waits for others to share its frame.
 const flushInterval = 2 * time.Millisecond

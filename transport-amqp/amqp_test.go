@@ -1,0 +1,555 @@
+package amqp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rabbitmq/amqp091-go"
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/coretest"
+	amqp "github.com/settlehq/settle/transport-amqp"
+	"github.com/settlehq/settle/transport-amqp/amqptest"
+)
+
+// server is one broker the AMQP cases run on: the real RabbitMQ or amqptest.
+type server struct {
+	name string
+	dial amqp.DialFunc
+	// kill drops every connection the dial function made, as a network fault would.
+	kill func()
+	// args reads back a queue's arguments with the broker's management tools.
+	args func(t *testing.T, queue string) string
+	// info describes a queue for failure messages (amqptest only).
+	info func(queue string) string
+	real bool
+}
+
+// servers returns the brokers to run a case on; the real one only when it is reachable.
+func servers(t *testing.T) []server {
+	srv := amqptest.NewBroker(clock.Real())
+	out := []server{{
+		name: "amqptest", dial: srv.Dial, kill: srv.CloseAllConnections,
+		args: func(t *testing.T, q string) string { return fmt.Sprint(srv.QueueArgs(q)) },
+		info: func(q string) string { i, _ := srv.Queue(q); return fmt.Sprintf("%+v", i) },
+	}}
+	c, err := amqp.URL(url)()
+	if err != nil {
+		if coretest.RequireServers() {
+			t.Fatalf("RabbitMQ at %s is required (SETTLE_REQUIRE_SERVERS=1) but unreachable: %v", url, err)
+		}
+		t.Logf("RabbitMQ at %s unreachable, running on amqptest only: %v", url, err)
+		return out
+	}
+	_ = c.Close()
+	var mu sync.Mutex
+	var conns []net.Conn
+	dial := func() (amqp.Connection, error) {
+		return amqp.Dial(url, amqp091.Config{Heartbeat: 10 * time.Second, Dial: func(network, addr string) (net.Conn, error) {
+			c, err := net.DialTimeout(network, addr, 5*time.Second)
+			if err == nil {
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+			return c, err
+		}})
+	}
+	kill := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		conns = nil
+	}
+	return append(out, server{name: "rabbitmq", dial: dial, kill: kill, real: true,
+		args: func(t *testing.T, q string) string {
+			out, err := exec.Command("rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "arguments").CombinedOutput()
+			if err != nil {
+				t.Skipf("rabbitmqctl unavailable to read queue arguments: %v", err)
+			}
+			for _, line := range strings.Split(string(out), "\n") {
+				if strings.HasPrefix(line, q+"\t") {
+					return line
+				}
+			}
+			t.Fatalf("rabbitmqctl list_queues does not show %q", q)
+			return ""
+		}})
+}
+
+// each runs body once per server as a parallel subtest.
+func each(t *testing.T, body func(t *testing.T, s server)) {
+	for _, s := range servers(t) {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			body(t, s)
+		})
+	}
+}
+
+// rig is one App on one server with a backend for publishing and draining.
+type rig struct {
+	t      *testing.T
+	s      server
+	be     *backend
+	app    *core.App
+	rec    *coretest.Recorder
+	logs   *coretest.Logs
+	broker *amqp.Broker
+	done   chan error
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	opened map[string]chan struct{}
+}
+
+// subscribe mounts h on ep and lets publish wait until ep has opened (declared its queue).
+func subscribe[T any](r *rig, ep core.Endpoint, h core.Handler[T], opts ...core.Option) {
+	r.t.Helper()
+	ch := make(chan struct{})
+	r.mu.Lock()
+	r.opened[ep.Queue()] = ch
+	r.mu.Unlock()
+	if err := core.Subscribe(r.app, notifyOpen{ep, ch}, h, opts...); err != nil {
+		r.t.Fatalf("Subscribe: %v", err)
+	}
+}
+
+type notifyOpen struct {
+	core.Endpoint
+	opened chan struct{}
+}
+
+func (n notifyOpen) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
+	src, fin, err := n.Endpoint.Open(ctx, sub)
+	if err == nil {
+		close(n.opened)
+	}
+	return src, fin, err
+}
+
+// waitOpen waits until the subscription on q (if any) has opened.
+func (r *rig) waitOpen(q string) {
+	r.t.Helper()
+	r.mu.Lock()
+	ch := r.opened[q]
+	r.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-time.After(coretest.WaitTimeout):
+		r.t.Fatalf("queue %q never opened", q)
+	}
+}
+
+func newRig(t *testing.T, s server, declare bool) *rig {
+	r := &rig{t: t, s: s, be: newBackend(t, s.dial, clock.Real(), false), rec: coretest.NewRecorder(t), logs: &coretest.Logs{},
+		opened: map[string]chan struct{}{}}
+	r.app = core.New(core.WithLogger(slog.New(r.logs)), core.WithoutSignals(), core.WithObserver(r.rec.Observe),
+		core.WithShutdownTimeout(2*time.Second))
+	b, err := amqp.New(s.dial, amqp.DeclareTopology(declare), amqp.WithLogger(r.app.Logger()),
+		amqp.ReconnectBackoff(10*time.Millisecond, 200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.broker = b
+	r.app.Register(b)
+	return r
+}
+
+// q returns the test's name for a logical queue (registered for deletion).
+func (r *rig) q(name string) string { return r.be.name(name) }
+
+func (r *rig) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.done = make(chan error, 1)
+	go func() { r.done <- r.app.Run(ctx) }()
+	r.t.Cleanup(r.stop)
+}
+
+func (r *rig) stop() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			r.t.Errorf("App.Run: %v", err)
+		}
+	case <-time.After(coretest.WaitTimeout):
+		r.t.Errorf("App.Run did not return")
+	}
+}
+
+// run starts the App and returns Run's error when it fails to start (nil while it runs).
+func (r *rig) startErr() error {
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.app.Run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return errors.New("App.Run did not fail")
+	}
+}
+
+// publish puts a message on a queue through the settle publishing API.
+func (r *rig) publish(queue, body string, opts ...amqp.PublishOption) {
+	r.t.Helper()
+	r.waitOpen(queue)
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	if err := amqp.Publish(ctx, r.broker, "", queue, body, append([]amqp.PublishOption{amqp.WithPayloadCodec(core.Raw)}, opts...)...); err != nil {
+		r.t.Fatalf("publish: %v", err)
+	}
+}
+
+func (r *rig) drain(queue string, atLeast int) []amqp091.Delivery {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	m, err := drainRaw(ctx, r.be.conn(), queue, atLeast)
+	if err != nil {
+		r.t.Fatalf("drain %q: %v", queue, err)
+	}
+	return m
+}
+
+// declare creates a classic queue with args from the test side.
+func (r *rig) declare(queue string, args amqp091.Table) {
+	r.t.Helper()
+	ch, err := r.be.conn().Channel()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer ch.Close()
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, args); err != nil {
+		r.t.Fatalf("declare %q: %v", queue, err)
+	}
+}
+
+var rawCodec = core.WithCodec(core.Raw)
+
+func TestClassicCapCopiesCountUpToDeadLetter(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, true)
+		q, dead := r.q("refunds"), r.q("refunds.dead")
+		seen := make(chan *amqp.Delivery, 10)
+		ep, err := amqp.Classic(r.broker, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subscribe(r, ep, func(_ context.Context, m *core.Message[string]) error {
+			seen <- m.Delivery().(*amqp.Delivery)
+			return core.Retry()
+		}, rawCodec, core.DeadLetterAfter(5, dead))
+		r.start()
+		r.publish(q, "refund-1", amqp.WithHeaders(map[string]string{"tenant": "acme"}), amqp.WithCorrelationID("c-1"), amqp.WithMessageID("r-1"))
+		got := r.drain(dead, 1)
+		r.stop()
+		if len(got) != 1 {
+			t.Fatalf("dead letter holds %d messages, want 1", len(got))
+		}
+		m := got[0]
+		if m.Headers[amqp.RetryCountHeader] != "5" || string(m.Body) != "refund-1" || m.Headers["tenant"] != "acme" ||
+			m.MessageId != "r-1" || m.CorrelationId != "c-1" || m.ContentType != "application/octet-stream" {
+			t.Fatalf("dead letter %+v", m)
+		}
+		for k := range m.Headers {
+			if strings.HasPrefix(k, "x-") {
+				t.Errorf("copy carries broker header %q", k)
+			}
+		}
+		close(seen)
+		var attempts []int
+		for d := range seen {
+			attempts = append(attempts, d.Attempt())
+			if d.Redelivered() {
+				t.Errorf("attempt %d was a redelivery; copies are new messages", d.Attempt())
+			}
+		}
+		if fmt.Sprint(attempts) != "[1 2 3 4 5]" {
+			t.Fatalf("attempts %v, want exactly 5 deliveries", attempts)
+		}
+		if n := len(r.drain(q, 0)); n != 0 {
+			t.Fatalf("queue still holds %d", n)
+		}
+	})
+}
+
+func TestQuorumCapServerMovesWithDeathReason(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, true)
+		q, dead := r.q("payouts"), r.q("payouts.dead")
+		ep, err := amqp.Quorum(r.broker, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var counts []int
+		var mu sync.Mutex
+		subscribe(r, ep, func(_ context.Context, m *core.Message[string]) error {
+			d := m.Delivery().(*amqp.QuorumDelivery)
+			mu.Lock()
+			counts = append(counts, d.RedeliveryCount())
+			mu.Unlock()
+			if m.Attempt() != d.RedeliveryCount()+1 {
+				t.Errorf("attempt %d with x-delivery-count %d", m.Attempt(), d.RedeliveryCount())
+			}
+			return core.Retry()
+		}, rawCodec, core.DeadLetterAfter(5, dead))
+		r.start()
+		r.publish(q, "payout-1")
+		got := r.drain(dead, 1)
+		r.stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(counts) != "[0 1 2 3 4]" {
+			t.Fatalf("x-delivery-count per delivery %v, want 5 deliveries", counts)
+		}
+		reason, from := death(got[0].Headers)
+		// RabbitMQ 3.10 records delivery_limit (older servers: rejected).
+		if reason != "delivery_limit" || from != q || string(got[0].Body) != "payout-1" {
+			t.Fatalf("dead letter reason %q from %q, body %q", reason, from, got[0].Body)
+		}
+		t.Logf("%s: x-death reason %q", s.name, reason)
+		args := s.args(t, q)
+		for _, want := range []string{"x-delivery-limit", "4", "x-dead-letter-routing-key", dead, "x-queue-type", "quorum"} {
+			if !strings.Contains(args, want) {
+				t.Errorf("queue arguments %s lack %q", args, want)
+			}
+		}
+		t.Logf("%s: queue arguments %s", s.name, args)
+	})
+}
+
+func TestDropWithAndWithoutDLX(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, true)
+		plain, routed, dropped := r.q("plain"), r.q("routed"), r.q("dropped")
+		r.declare(dropped, nil)
+		a, err := amqp.Classic(r.broker, plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := amqp.Classic(r.broker, routed, amqp.DeadLetterExchange("", dropped))
+		if err != nil {
+			t.Fatal(err)
+		}
+		drop := func(context.Context, *core.Message[string]) error { return core.Drop() }
+		for _, ep := range []core.Endpoint{a, b} {
+			subscribe(r, ep, drop, rawCodec)
+		}
+		r.start()
+		r.publish(plain, "p")
+		r.publish(routed, "d")
+		r.rec.WaitSettled(2)
+		got := r.drain(dropped, 1)
+		r.stop()
+		if len(got) != 1 || string(got[0].Body) != "d" {
+			t.Fatalf("the queue's DLX holds %d: %v", len(got), got)
+		}
+		if reason, _ := death(got[0].Headers); reason != "rejected" {
+			t.Fatalf("x-death reason %q", reason)
+		}
+		if n := len(r.drain(plain, 0)) + len(r.drain(routed, 0)); n != 0 {
+			t.Fatalf("dropped messages still queued: %d", n)
+		}
+	})
+}
+
+func TestChannelClosedMidHandlerRedelivers(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			each(t, func(t *testing.T, s server) {
+				r := newRig(t, s, true)
+				q := r.q("work")
+				var ep core.Endpoint
+				var err error
+				if k.quorum {
+					ep, err = amqp.Quorum(r.broker, q)
+				} else {
+					ep, err = amqp.Classic(r.broker, q)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				type seen struct {
+					attempt int
+					epoch   uint64
+				}
+				ch := make(chan seen, 4)
+				subscribe(r, ep, func(_ context.Context, m *core.Message[string]) error {
+					ch <- seen{m.Attempt(), amqp.Epoch(m.Delivery())}
+					if m.Attempt() == 1 {
+						if err := amqp.CloseChannel(m.Delivery()); err != nil {
+							t.Errorf("close channel: %v", err)
+						}
+					}
+					return nil
+				}, rawCodec)
+				r.start()
+				r.publish(q, "m")
+				got := r.rec.WaitFor(func(s []core.Settlement) bool {
+					return len(s) == 2 && s[1].Err == nil
+				})
+				if !errors.Is(got[0].Err, amqp.ErrChannelGone) {
+					t.Fatalf("settlement on the closed channel: %v", got[0].Err)
+				}
+				first, second := <-ch, <-ch
+				if first.attempt != 1 || second.attempt != 2 || second.epoch <= first.epoch {
+					t.Fatalf("deliveries %+v then %+v: want attempt 2 on a later channel", first, second)
+				}
+				r.stop()
+				if n := len(r.drain(q, 0)); n != 0 {
+					t.Fatalf("queue holds %d after the redelivery was acked", n)
+				}
+			})
+		})
+	}
+}
+
+func TestDeclareOffMissingQueueFailsStart(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, false)
+		q := r.q("absent")
+		ep, err := amqp.Classic(r.broker, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subscribe(r, ep, func(context.Context, *core.Message[string]) error { return nil })
+		err = r.startErr()
+		if !errors.Is(err, amqp.ErrNotFound) || !strings.Contains(err.Error(), q) {
+			t.Fatalf("start error %v: want ErrNotFound naming %q", err, q)
+		}
+		t.Logf("%s: %v", s.name, err)
+	})
+}
+
+func TestDeclareOffMissingDeadLetterFailsStart(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, false)
+		q, dead := r.q("present"), r.q("present.dead")
+		r.declare(q, nil)
+		ep, _ := amqp.Classic(r.broker, q)
+		subscribe(r, ep, func(context.Context, *core.Message[string]) error { return nil }, core.DeadLetterAfter(3, dead))
+		err := r.startErr()
+		if !errors.Is(err, amqp.ErrNotFound) || !strings.Contains(err.Error(), dead) {
+			t.Fatalf("start error %v: want ErrNotFound naming %q", err, dead)
+		}
+	})
+}
+
+func TestQuorumCapWithoutDeclareRefused(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, false)
+		q := r.q("payouts")
+		ep, err := amqp.Quorum(r.broker, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subscribe(r, ep, func(context.Context, *core.Message[string]) error { return nil }, core.DeadLetterAfter(5, "payouts.dead"))
+		err = r.startErr()
+		if err == nil || !strings.Contains(err.Error(), "DeclareTopology(true)") || !strings.Contains(err.Error(), q) {
+			t.Fatalf("start error %v", err)
+		}
+	})
+}
+
+func TestMismatchNamesBothArgumentSets(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, true)
+		q := r.q("payouts")
+		r.declare(q, amqp091.Table{"x-max-length": int64(10)})
+		ep, _ := amqp.Quorum(r.broker, q)
+		subscribe(r, ep, func(context.Context, *core.Message[string]) error { return nil })
+		err := r.startErr()
+		var te *amqp.TopologyError
+		if !errors.As(err, &te) || !errors.Is(err, amqp.ErrMismatch) || te.Name != q {
+			t.Fatalf("start error %v: want a TopologyError mismatch on %q", err, q)
+		}
+		// Ours in full; the server's side as RabbitMQ words it.
+		if !strings.Contains(err.Error(), "x-queue-type=quorum") || !strings.Contains(err.Error(), "PRECONDITION_FAILED") {
+			t.Fatalf("error does not show both sides: %v", err)
+		}
+		t.Logf("%s: %v", s.name, err)
+	})
+}
+
+func TestInvalidDescriptors(t *testing.T) {
+	b, err := amqp.New(amqp.URL(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("q", 256)
+	cases := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"long queue name", func() error { _, err := amqp.Classic(b, long); return err }(), "at most 255"},
+		{"long binding key", func() error { _, err := amqp.Classic(b, "q", amqp.Bind("ex", "topic", long)); return err }(), "routing key"},
+		{"limit without route", func() error { _, err := amqp.Quorum(b, "q", amqp.DeliveryLimit(3)); return err }(), "without DeadLetterExchange"},
+		{"settle's own argument", func() error {
+			_, err := amqp.Quorum(b, "q", amqp.Arguments(amqp091.Table{"x-delivery-limit": int64(3)}))
+			return err
+		}(), "DeliveryLimit"},
+		{"zero prefetch", func() error { _, err := amqp.Classic(b, "q", amqp.Prefetch(0)); return err }(), "Prefetch(0)"},
+		{"empty name", func() error { _, err := amqp.Classic(b, " "); return err }(), "empty"},
+		{"publish long key", amqp.Publish(context.Background(), b, "", long, "x"), "routing key"},
+	}
+	for _, c := range cases {
+		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one mentioning %q", c.name, c.err, c.want)
+		}
+	}
+	// A limit with a route but without declaring cannot be reached.
+	if _, err := amqp.Quorum(b, "q", amqp.DeliveryLimit(3), amqp.DeadLetterExchange("", "q.dead")); err == nil || !strings.Contains(err.Error(), "DeclareTopology") {
+		t.Errorf("DeliveryLimit without DeclareTopology: %v", err)
+	}
+}
+
+func TestRetryCountOfWrongTypeCountsZero(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, true)
+		q := r.q("work")
+		ep, _ := amqp.Classic(r.broker, q)
+		attempt := make(chan int, 1)
+		subscribe(r, ep, func(_ context.Context, m *core.Message[string]) error {
+			attempt <- m.Attempt()
+			return nil
+		}, rawCodec)
+		r.start()
+		ch, _ := r.be.conn().Channel()
+		defer ch.Close()
+		r.waitOpen(q)
+		if err := ch.PublishWithContext(context.Background(), "", q, false, false, amqp091.Publishing{
+			Body: []byte("m"), MessageId: "bad-count", Headers: amqp091.Table{amqp.RetryCountHeader: int32(7)}}); err != nil {
+			t.Fatal(err)
+		}
+		r.rec.WaitSettled(1)
+		if a := <-attempt; a != 1 {
+			t.Fatalf("attempt %d, want 1", a)
+		}
+		recs := r.logs.Find("amqp: " + amqp.RetryCountHeader + " header is not a decimal string; counting it as 0")
+		if len(recs) != 1 || recs[0].Attrs["message_id"] != "bad-count" || recs[0].Attrs["queue"] != q {
+			t.Fatalf("log records %+v", recs)
+		}
+	})
+}
