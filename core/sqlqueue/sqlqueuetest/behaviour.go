@@ -27,6 +27,7 @@ func RunBehaviour(t *testing.T, open Open) {
 			t.Run("publish_wakes", func(t *testing.T) { t.Parallel(); publishWakes(t, open(t), fm.f) })
 			t.Run("short_delay", func(t *testing.T) { t.Parallel(); shortDelay(t, open(t), fm.f) })
 			t.Run("per_message", func(t *testing.T) { t.Parallel(); perMessage(t, open(t), fm.f) })
+			t.Run("tx_workers", func(t *testing.T) { t.Parallel(); txWorkers(t, open(t), fm.f) })
 			if fm.f == sqlqueue.FormAdvisory {
 				t.Run("keys_serialise", func(t *testing.T) { t.Parallel(); keysSerialise(t, open(t), fm.f) })
 			}
@@ -384,4 +385,47 @@ func shortDelay(t *testing.T, f *Fixture, which sqlqueue.Form) {
 	}
 	e.rec.WaitSettled(2)
 	stop()
+}
+
+// txWorkers: transactional handlers on several workers; each ack commits its delivery's
+// writes, each retry rolls them back, whatever the other deliveries do meanwhile.
+func txWorkers(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	tb.Columns.ProcessedAt = ""
+	e.create(tb)
+	e.createSide()
+	p := e.publisher(tb, "q")
+	const n = 6
+	for i := range n {
+		e.publish(p, Refund{Amount: i})
+	}
+	workers := 3
+	if which == sqlqueue.FormRowLock && f.Dialect.Name() == "sqlite" {
+		workers = 1 // the test-only SQLite row-lock form holds the database's write lock per claim
+	}
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, which), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		if err := writeSide(ctx, f.Dialect, m.ID()); err != nil {
+			return err
+		}
+		if m.Payload.Amount%2 == 1 && m.Attempt() == 1 {
+			return core.Retry()
+		}
+		return nil
+	}, sqlqueue.Transactional(), core.Workers(workers), sqlqueue.BatchSize(3))
+	stop := e.run(a)
+	s := e.rec.WaitSettled(n + n/2)
+	stop()
+	for _, x := range s {
+		if x.Err != nil {
+			t.Errorf("settlement of %s (%v): %v", x.Delivery.ID(), x.Verdict, x.Err)
+		}
+	}
+	if got := e.count(sideTable); got != n {
+		t.Errorf("%d side rows; want %d: one per ack, none from the retried attempts", got, n)
+	}
+	if rows := e.rows(tb); len(rows) != 0 {
+		t.Errorf("rows left: %+v", rows)
+	}
 }
