@@ -323,3 +323,18 @@ func (rt *runtime) stopDelays() {
 	}
 	rt.delays = nil
 }
+
+// Every form is a core source and finisher; deliveries give their handler a context of their
+// own (transactional mode).
+var (
+	_ core.Source          = (*lease)(nil)
+	_ core.Finisher        = (*lease)(nil)
+	_ core.Source          = (*rowLock)(nil)
+	_ core.Finisher        = (*rowLock)(nil)
+	_ core.Source          = (*advisory)(nil)
+	_ core.Finisher        = (*advisory)(nil)
+	_ core.DeliveryContext = (*delivery)(nil)
+	_ Transaction          = (*handlerTx)(nil)
+	_ DB                   = (*stdDB)(nil)
+	_ Conn                 = (*stdConn)(nil)
+)
