@@ -26,10 +26,11 @@
 //
 // Settlement is grouped by default, because a commit per message caps a queue at a few
 // thousand messages a second while a commit per batch reaches tens of thousands: in the lease
-// form finished deliveries are flushed together (one token-fenced statement per token for ack
-// and drop, the others in the same transaction) when a claim's worth has finished, when
-// nothing else is outstanding, or after a short linger (FlushLimits), always well inside the
-// lease; in the row-lock form a claim of BatchSize rows settles in its one transaction. The
+// form finished deliveries are settled together (one token-fenced statement per token for ack
+// and drop, the others in the same transaction), in the transaction of the next claim or on
+// their own when a claim's worth has finished, when nothing else is outstanding, or after a
+// short linger (FlushLimits), always well inside the lease; in the row-lock form a claim of
+// BatchSize rows settles in its one transaction. The
 // cost is latency: a settlement becomes durable up to the linger later, and in the row-lock
 // form only when the claim's last row finishes. PerMessage commits each settlement on its own.
 //
