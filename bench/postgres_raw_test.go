@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,4 +185,104 @@ WHERE (retry_after IS NULL OR retry_after <= $1) ORDER BY id LIMIT $2 FOR UPDATE
 		}
 		return len(got), tx.Commit(ctx)
 	})
+}
+
+// rawRowLockPerRow is the row-lock form as the engine runs it: a claim of b rows FOR UPDATE
+// SKIP LOCKED, then each row's own DELETE in the claim transaction, then one commit.
+func rawRowLockPerRow(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (int64, error) {
+	claim := fmt.Sprintf(`SELECT id, payload, attempt + 1, headers FROM %[1]s.q
+WHERE (retry_after IS NULL OR retry_after <= $1) ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, s)
+	del := fmt.Sprintf(`DELETE FROM %s.q WHERE id = $1`, s)
+	return runWorkers(ctx, w, func(ctx context.Context) (int, error) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		rows, err := tx.Query(ctx, claim, time.Now().UTC(), b)
+		if err != nil {
+			return 0, err
+		}
+		got, err := scanClaimed(rows, nil)
+		if err != nil || len(got) == 0 {
+			return 0, err
+		}
+		for _, r := range got {
+			if _, err := tx.Exec(ctx, del, r.id); err != nil {
+				return 0, err
+			}
+		}
+		return len(got), tx.Commit(ctx)
+	})
+}
+
+// rawLeaseEngine is the lease form as the engine runs it: one transaction per cycle that
+// deletes the previous claim's rows (token-fenced, an IN list) and claims the next batch.
+func rawLeaseEngine(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (int64, error) {
+	claim := leaseClaimSQL(s)
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, w)
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var prev []claimedRow
+			var prevTok time.Time
+			for {
+				settled, got, tok, err := rawLeaseCycle(ctx, pool, s, claim, prev, prevTok, b)
+				if err != nil {
+					errs <- err
+					return
+				}
+				total.Add(int64(settled))
+				if len(got) == 0 {
+					return
+				}
+				prev, prevTok = got, tok
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return total.Load(), <-errs
+}
+
+func rawLeaseCycle(ctx context.Context, pool *pgxpool.Pool, s, claim string, prev []claimedRow, prevTok time.Time, b int) (int, []claimedRow, time.Time, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return 0, nil, time.Time{}, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if len(prev) > 0 {
+		var sb strings.Builder
+		fmt.Fprintf(&sb, `DELETE FROM %s.q WHERE locked_until = $1 AND id IN (`, s)
+		args := []any{prevTok}
+		for i, r := range prev {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			fmt.Fprintf(&sb, "$%d", i+2)
+			args = append(args, r.id)
+		}
+		sb.WriteString(")")
+		ct, err := tx.Exec(ctx, sb.String(), args...)
+		if err != nil {
+			return 0, nil, time.Time{}, err
+		}
+		if int(ct.RowsAffected()) != len(prev) {
+			return 0, nil, time.Time{}, fmt.Errorf("lost %d leases", len(prev)-int(ct.RowsAffected()))
+		}
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	tok := now.Add(30 * time.Second)
+	rows, err := tx.Query(ctx, claim, tok, now, b)
+	if err != nil {
+		return 0, nil, time.Time{}, err
+	}
+	got, err := scanClaimed(rows, nil)
+	if err != nil {
+		return 0, nil, time.Time{}, err
+	}
+	return len(prev), got, tok, tx.Commit(ctx)
 }

@@ -22,9 +22,10 @@ func benchTable(s string) sqlqueue.Table {
 	return t
 }
 
-// settleDrain runs an App with one no-op subscription on the table in form ep and times it from
-// Run until the n-th settlement is durable (the observer sees settlements after commit).
-func settleDrain(ctx context.Context, pool *pgxpool.Pool, s string, n int,
+// settleDrain runs an App with subs no-op subscriptions on the table in form ep (each one
+// claimant with its workers, as subs processes would run) and times it from Run until the
+// n-th settlement is durable (the observer sees settlements after commit).
+func settleDrain(ctx context.Context, pool *pgxpool.Pool, s string, n, subs int,
 	ep func(*postgres.DB, sqlqueue.Table, string) (core.Endpoint, error), opts ...core.Option) (time.Duration, error) {
 	db, err := postgres.New(pool)
 	if err != nil {
@@ -43,13 +44,15 @@ func settleDrain(ctx context.Context, pool *pgxpool.Pool, s string, n int,
 			}
 		}))
 	app.Register(db)
-	e, err := ep(db, benchTable(s), "")
-	if err != nil {
-		return 0, err
-	}
-	opts = append([]core.Option{core.WithCodec(core.Raw)}, opts...)
-	if err := core.Subscribe(app, e, func(context.Context, *core.Message[[]byte]) error { return nil }, opts...); err != nil {
-		return 0, err
+	for i := range subs {
+		e, err := ep(db, benchTable(s), "")
+		if err != nil {
+			return 0, err
+		}
+		all := append([]core.Option{core.WithCodec(core.Raw), core.Name(fmt.Sprintf("q%d", i))}, opts...)
+		if err := core.Subscribe(app, e, func(context.Context, *core.Message[[]byte]) error { return nil }, all...); err != nil {
+			return 0, err
+		}
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -74,8 +77,8 @@ func settleDrain(ctx context.Context, pool *pgxpool.Pool, s string, n int,
 	return elapsed, nil
 }
 
-func settleContender(name string, conns int, ep func(*postgres.DB, sqlqueue.Table, string) (core.Endpoint, error), opts ...core.Option) pgContender {
+func settleContender(name string, conns, subs int, ep func(*postgres.DB, sqlqueue.Table, string) (core.Endpoint, error), opts ...core.Option) pgContender {
 	return pgContender{name: name, seed: true, conns: conns, drain: func(ctx context.Context, pool *pgxpool.Pool, s string, n int) (time.Duration, error) {
-		return settleDrain(ctx, pool, s, n, ep, opts...)
+		return settleDrain(ctx, pool, s, n, subs, ep, opts...)
 	}}
 }

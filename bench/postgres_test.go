@@ -166,7 +166,7 @@ func reportPG(b *testing.B, rs []pgResult, base, peer string) {
 		fmt.Fprintf(&sb, "%-36s %7.0f (%6.0f) %9.2f %9.2f\n", r.name, r.best(), r.median(), ratio(r.best(), bRate), ratio(r.best(), pRate))
 		b.ReportMetric(r.best(), metricName(r.name)+"-jobs/s")
 	}
-	b.Log(sb.String())
+	fmt.Print(sb.String()) // b.Log would cut the table at ten lines
 }
 
 func ratio(a, b float64) float64 {
@@ -204,10 +204,17 @@ func BenchmarkPostgresSettle(b *testing.B) {
 	for range b.N {
 		rs := runPGContenders(b, []pgContender{
 			rawContender("raw lease batched (w=4,B=100)", rawLeaseBatched, 4, 100),
-			settleContender("settle lease (w=8,B=100)", 8, postgres.Lease, core.Workers(8), sqlqueue.BatchSize(100)),
-			settleContender("settle lease (w=32,B=100)", 8, postgres.Lease, core.Workers(32), sqlqueue.BatchSize(100)),
+			rawContender("raw lease engine stmts (w=1,B=100)", rawLeaseEngine, 1, 100),
+			rawContender("raw lease engine stmts (w=4,B=100)", rawLeaseEngine, 4, 100),
+			settleContender("settle lease (1 sub,w=8,B=100)", 8, 1, postgres.Lease, core.Workers(8), sqlqueue.BatchSize(100)),
+			settleContender("settle lease (1 sub,w=32,B=100)", 8, 1, postgres.Lease, core.Workers(32), sqlqueue.BatchSize(100)),
+			settleContender("settle lease (4 subs,w=8,B=100)", 8, 4, postgres.Lease, core.Workers(8), sqlqueue.BatchSize(100)),
+			rawContender("raw rowlock LIMIT 1 (w=8)", rawRowLock, 8, 1),
 			rawContender("raw rowlock batched (w=4,B=100)", rawRowLock, 4, 100),
-			settleContender("settle rowlock (w=8,B=100)", 8, postgres.RowLock, core.Workers(8), sqlqueue.BatchSize(100)),
+			rawContender("raw rowlock per-row (w=1,B=100)", rawRowLockPerRow, 1, 100),
+			rawContender("raw rowlock per-row (w=4,B=100)", rawRowLockPerRow, 4, 100),
+			settleContender("settle rowlock (1 sub,w=8,B=100)", 8, 1, postgres.RowLock, core.Workers(8), sqlqueue.BatchSize(100)),
+			settleContender("settle rowlock (4 subs,w=8,B=100)", 8, 4, postgres.RowLock, core.Workers(8), sqlqueue.BatchSize(100)),
 			{name: "river (MaxWorkers=2000,conns=16)", conns: 16, drain: func(ctx context.Context, pool *pgxpool.Pool, s string, n int) (time.Duration, error) {
 				return riverDrain(ctx, pool, s, n, 2000)
 			}},
