@@ -25,6 +25,12 @@
 //     hashed with hashtextextended) on a connection reserved for the delivery; rows that share a
 //     key are worked one at a time across processes. One connection per in-flight delivery.
 //
+// Pool sizing: a lease subscription borrows connections only for its statements; a row-lock
+// subscription keeps one connection per open claim (a claimed batch waiting for its handlers)
+// plus one to claim with; an advisory subscription keeps one connection per worker for as long
+// as it runs, plus one for its candidate queries, and Open refuses it when the pool is too
+// small for that (pgxpool's default is max(4, number of CPUs); set pool_max_conns in the URL).
+//
 // Transactional mode (sqlqueue.Transactional) hands the handler its delivery's pgx.Tx through
 // Tx. Without a group column a dead letter is a table with the same columns, and the move is
 // one statement: WITH moved AS (DELETE … RETURNING *) INSERT … SELECT … FROM moved.

@@ -334,3 +334,74 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestNamedSchema: a queue table and its dead-letter table addressed by schema, on a pool
+// whose search_path does not reach them, with NOTIFY across pools.
+func TestNamedSchema(t *testing.T) {
+	e := setup(t)
+	pool := newPool(t, "", 12) // search_path: the server's default, not the test's schema
+	db, err := postgres.New(pool, postgres.Notify(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = db.Close()
+		if st := settledStat(pool); st.AcquiredConns() != 0 {
+			t.Errorf("%d connections still acquired", st.AcquiredConns())
+		}
+		pool.Close()
+	}()
+	tb, dead := plainTable("jobs"), plainTable("jobs_dead")
+	tb.Schema, dead.Schema = e.schema, e.schema
+	ctx := context.Background()
+	for _, x := range []sqlqueue.Table{tb, dead} {
+		if err := postgres.CreateTable(ctx, db, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	a := &app{settled: make(chan core.Settlement, 16)}
+	a.App = core.New(core.WithoutSignals(), core.WithClock(v), core.WithLogger(testLogger()),
+		core.WithObserver(func(s core.Settlement) { a.settled <- s }))
+	a.Register(db)
+	ep, err := postgres.Lease(db, tb, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Subscribe(a.App, ep, func(ctx context.Context, m *core.Message[string]) error {
+		if m.Payload == "bad" {
+			return core.Retry()
+		}
+		return nil
+	}, core.DeadLetterAfter(1, e.schema+".jobs_dead")); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	idle(t, v, 2)
+	other := newPool(t, "", 2)
+	defer other.Close()
+	odb, err := postgres.New(other, postgres.Notify(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := postgres.NewPublisher(odb, tb, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"good", "bad"} {
+		if _, err := sqlqueue.Publish(ctx, pub, p); err != nil {
+			t.Fatal(err)
+		}
+		s := a.next(t)
+		if s.Err != nil {
+			t.Fatal(s.Err)
+		}
+	}
+	a.stop(t)
+	if n := e.count(`SELECT count(*) FROM jobs`); n != 0 {
+		t.Fatalf("%d rows left", n)
+	}
+	if n := e.count(`SELECT count(*) FROM jobs_dead WHERE payload = '"bad"'`); n != 1 {
+		t.Fatalf("dead letter holds %d rows; want the bad one", n)
+	}
+}
