@@ -64,6 +64,15 @@ func TestBadTables(t *testing.T) {
 		t.Fatalf("retry_after TIMESTAMP(3): %v; want a ColumnError on retry_after", err)
 	}
 
+	db.Unwrap().SetMaxOpenConns(3)
+	ep, _ = Advisory(db, sqlqueue.Table{Name: "coarse"}, "")
+	_, _, err = ep.Open(ctx, core.Subscription{Name: "small", Options: &core.Options{Workers: 3},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil || !strings.Contains(err.Error(), "needs 4 connections") || !strings.Contains(err.Error(), "allows 3") {
+		t.Fatalf("advisory with 3 workers on a pool of 3: %v; want a refusal naming both numbers", err)
+	}
+	db.Unwrap().SetMaxOpenConns(0)
+
 	long := strings.Repeat("t", 65)
 	for _, tb := range []sqlqueue.Table{{Name: long}, {Name: "q", Columns: sqlqueue.Columns{Attempt: long}}, {Schema: long, Name: "q"}} {
 		for name, mk := range map[string]func(*DB, sqlqueue.Table, string) (core.Endpoint, error){"lease": Lease, "rowlock": RowLock, "advisory": Advisory} {

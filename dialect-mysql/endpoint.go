@@ -126,7 +126,26 @@ func (e *endpoint) Open(ctx context.Context, sub core.Subscription) (core.Source
 		_ = src.Close()
 		return nil, nil, err
 	}
+	if err := e.db.checkPool(e.form, sub); err != nil {
+		_ = src.Close()
+		return nil, nil, err
+	}
 	return src, fin, nil
+}
+
+// checkPool refuses an advisory subscription that the pool cannot serve: each worker holds a
+// dedicated connection for as long as the subscription runs, and the claims' candidate queries
+// need one more; with fewer the subscription would wait for a connection forever.
+func (db *DB) checkPool(f sqlqueue.Form, sub core.Subscription) error {
+	max := db.pool.Stats().MaxOpenConnections
+	if f != sqlqueue.FormAdvisory || max == 0 || sub.Options == nil {
+		return nil
+	}
+	if need := sub.Options.Workers + 1; max < need {
+		return fmt.Errorf("mysql: advisory subscription %q with %d workers needs %d connections (one held per worker, one for claims); the pool allows %d (SetMaxOpenConns)",
+			sub.Name, sub.Options.Workers, need, max)
+	}
+	return nil
 }
 
 const primaryKeySQL = `SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE

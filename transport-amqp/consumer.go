@@ -65,7 +65,7 @@ func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscriptio
 	if c.clock == nil {
 		c.clock = b.clock
 	}
-	c.delay = inProcessDelay{b: b, policy: cfg.policy}
+	c.delay = newDelayer(c)
 	c.batch = 64
 	if cfg.prefetch > 0 {
 		c.batch = min(max(cfg.prefetch/4, 1), 64)

@@ -2,31 +2,103 @@ package amqp
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rabbitmq/amqp091-go"
 	"github.com/settlehq/settle/core"
 )
 
-// delayer parks the delayed copy of a RetryAfter until it is due back on the queue. The
-// consumer acknowledges the original after park returns. The in-process delayer is the default;
-// broker-side delays (a waiting queue with per-message TTL, the delayed-message exchange) park
-// the copy on the server instead, so it survives a restart.
+// Delay is where the copy of a RetryAfter waits on the server until it is due back on its
+// queue, so that it survives a restart of the service. DLXTTL and DLXTTLNamed are this
+// package's (a waiting queue with per-message TTL); the transport-amqp-dme module's amqpdme
+// offers the rabbitmq_delayed_message_exchange plugin. Mount one with WithDelay, or with the
+// option its package provides.
+//
+// The transport builds the copy (same body and properties, user headers, settle-retry-count
+// raised, none of the broker's x-death headers), lets the Delay route it, publishes it on the
+// delivery's channel and then acknowledges the original on that channel: a crash between the
+// two duplicates the message, never loses it.
+type Delay interface {
+	// Ensure declares (declare) or passively checks (!declare) what the delayed copies of
+	// queue need on the server. ch is a channel of its own, which a failed step may close. The
+	// error names what is missing or refused; the subscription does not start with it. It runs
+	// when the subscription opens and, when declaring, after every reconnection.
+	Ensure(ch Channel, queue string, declare bool) error
+	// Route prepares the copy of a message from queue that must come back no earlier than
+	// delay: it sets the delay on msg (a per-message expiration, a header) and returns the
+	// exchange and routing key to publish it with.
+	Route(queue string, delay time.Duration, msg *amqp091.Publishing) (exchange, key string)
+	// Where names where the copies of queue wait, for logs ("waiting queue \"refunds.retry\"").
+	Where(queue string) string
+}
+
+// WithDelay makes RetryAfter copies of the queue wait in d on the server instead of in the
+// process. Without it (the default) a copy waits in the process: at-most-once, lost if the
+// service stops during the delay, which the subscription logs when it opens.
+func WithDelay(d Delay) QueueOption {
+	return queueOption(func(c *queueConfig) error {
+		if d == nil {
+			return errors.New("amqp.WithDelay(nil): no delay")
+		}
+		if c.delay != nil {
+			return fmt.Errorf("amqp.WithDelay: the queue already has a delay (%s); give it one", c.delay.Where(c.name))
+		}
+		c.delay = d
+		return nil
+	})
+}
+
+// msCeil is d in whole milliseconds, rounded up so that a copy never comes back early.
+func msCeil(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// delayer performs a RetryAfter below the cap: it parks the copy until it is due back on the
+// queue and settles the original.
 type delayer interface {
-	park(c *consumer, d core.Delivery, delay time.Duration, copy amqp091.Publishing)
+	park(ctx context.Context, c *consumer, s *session, d core.Delivery, v core.Verdict, settled core.Settled)
+}
+
+// newDelayer returns the subscription's delayer and says in the log where its delayed copies
+// wait; a subscription that can lose them is logged at warning level.
+func newDelayer(c *consumer) delayer {
+	if c.cfg.delay != nil {
+		c.log.Info("amqp: delayed retries wait on the server", "delay", c.cfg.delay.Where(c.cfg.name))
+		return serverDelay{c.cfg.delay}
+	}
+	c.log.Warn("amqp: delayed retries (RetryAfter) of this subscription wait in the process: at-most-once, a copy still waiting when the service stops is lost; mount the queue with amqp.DLXTTL() or amqpdme to keep them on the server")
+	return inProcessDelay{b: c.b, policy: c.cfg.policy}
+}
+
+// serverDelay publishes the copy to the Delay's exchange and routing key, then acknowledges
+// the original, on the delivery's channel (under the Confirmed policy, once the copy is
+// confirmed).
+type serverDelay struct{ d Delay }
+
+func (p serverDelay) park(ctx context.Context, c *consumer, s *session, d core.Delivery, v core.Verdict, settled core.Settled) {
+	msg := copyOf(&base(d).raw, d.Attempt())
+	exchange, key := p.d.Route(c.cfg.name, v.Delay, &msg)
+	c.publishThenAck(ctx, s, d, v, settled, exchange, key, msg)
 }
 
 // inProcessDelay holds the copy in core.InProcessDelay and publishes it back to the queue when
 // it is due, through the Broker's publishing channel: at-most-once, as that type documents
-// (a stop during the delay loses the copy; every scheduled copy and every loss is logged).
+// (a stop during the delay loses the copy; every scheduled copy and every loss is logged). The
+// original is acknowledged at once.
 type inProcessDelay struct {
 	b      *Broker
 	policy PublishPolicy
 }
 
-func (p inProcessDelay) park(c *consumer, d core.Delivery, delay time.Duration, copy amqp091.Publishing) {
+func (p inProcessDelay) park(_ context.Context, c *consumer, s *session, d core.Delivery, v core.Verdict, settled core.Settled) {
 	queue := c.cfg.name
-	p.b.delays.Schedule(queue, d, delay, func() {
+	copy := copyOf(&base(d).raw, d.Attempt())
+	p.b.delays.Schedule(queue, d, v.Delay, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := p.b.publish(ctx, "", queue, copy, p.policy == Confirmed); err != nil {
@@ -34,4 +106,5 @@ func (p inProcessDelay) park(c *consumer, d core.Delivery, delay time.Duration, 
 				"message_id", d.ID(), "attempt", d.Attempt(), "error", err)
 		}
 	})
+	s.acks.ack(base(d).raw.DeliveryTag, d, v, settled)
 }

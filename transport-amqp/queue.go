@@ -81,6 +81,7 @@ type queueConfig struct {
 	policy     PublishPolicy
 	limit      int
 	limitSet   bool
+	delay      Delay // where RetryAfter copies wait; nil: in the process
 }
 
 // Durable sets whether the classic queue survives a broker restart (default true). It matters

@@ -29,8 +29,10 @@ func base(d core.Delivery) *Delivery {
 //   - retry: on a classic queue with a cap, a copy with settle-retry-count raised is published
 //     back to the queue, then the original is acknowledged; otherwise basic.reject with requeue
 //     (a quorum queue counts it and dead-letters at its limit);
-//   - retry after d: a copy with the count raised is held in process for d (at-most-once, logged)
-//     and the original acknowledged;
+//   - retry after d: a copy with the count raised waits d, then comes back to the queue: on the
+//     server when the queue has a Delay (DLXTTL, amqpdme; the copy is published, then the
+//     original acknowledged, on the same channel), otherwise in the process (at-most-once,
+//     logged) with the original acknowledged at once;
 //   - dead letter: a copy carrying the final count is published to the destination (default
 //     exchange), then the original is acknowledged;
 //   - abandon: basic.reject with requeue; it is never acknowledged.
@@ -65,8 +67,7 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 			c.copyThenAck(ctx, s, d, v, settled, c.dest)
 			return
 		}
-		c.delay.park(c, d, v.Delay, copyOf(&del.raw, d.Attempt()))
-		s.acks.ack(tag, d, v, settled)
+		c.delay.park(ctx, c, s, d, v, settled)
 	case core.ActDeadLetter:
 		c.copyThenAck(ctx, s, d, v, settled, v.Dest)
 	default: // core.ActAbandon
@@ -89,28 +90,32 @@ func (c *consumer) atCap(d core.Delivery) bool {
 // the Confirmed policy the acknowledgement waits for the broker's confirmation, and a copy that
 // is not confirmed leaves the original to come back (rejected with requeue).
 func (c *consumer) copyThenAck(ctx context.Context, s *session, d core.Delivery, v core.Verdict, settled core.Settled, key string) {
-	del := base(d)
-	tag := del.raw.DeliveryTag
+	c.publishThenAck(ctx, s, d, v, settled, "", key, copyOf(&base(d).raw, d.Attempt()))
+}
+
+// publishThenAck publishes msg to exchange with key, then acknowledges the original, on the
+// delivery's channel, as copyThenAck describes.
+func (c *consumer) publishThenAck(ctx context.Context, s *session, d core.Delivery, v core.Verdict, settled core.Settled, exchange, key string, msg amqp091.Publishing) {
+	tag := base(d).raw.DeliveryTag
 	if s.acks.isDead() {
 		settled(d, v, ErrChannelGone)
 		return
 	}
-	msg := copyOf(&del.raw, d.Attempt())
 	if !s.confirm {
-		if err := s.ch.PublishWithContext(ctx, "", key, false, false, msg); err != nil {
+		if err := s.ch.PublishWithContext(ctx, exchange, key, false, false, msg); err != nil {
 			s.acks.reject(tag, true, d, v, func(d core.Delivery, v core.Verdict, _ error) { settled(d, v, err) })
 			return
 		}
 		s.acks.ack(tag, d, v, settled)
 		return
 	}
-	dc, err := s.ch.PublishWithDeferredConfirmWithContext(ctx, "", key, false, false, msg)
+	dc, err := s.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, msg)
 	if err == nil {
 		err = waitConfirm(ctx, dc)
 	}
 	if err != nil {
 		c.log.Warn("amqp: copy not confirmed; the original is returned, not acknowledged",
-			"message_id", d.ID(), "attempt", d.Attempt(), "to", key, "error", err)
+			"message_id", d.ID(), "attempt", d.Attempt(), "exchange", exchange, "to", key, "error", err)
 		s.acks.reject(tag, true, d, v, func(d core.Delivery, v core.Verdict, _ error) { settled(d, v, err) })
 		return
 	}

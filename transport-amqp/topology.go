@@ -8,7 +8,8 @@ import (
 )
 
 // topology is what one subscription needs on the server: its queue with arguments, the
-// exchanges it is bound to, and the dead-letter queue of its cap.
+// exchanges it is bound to, where its delayed copies wait (a Delay), and the dead-letter queue
+// of its cap.
 type topology struct {
 	cfg  *queueConfig
 	args amqp091.Table
@@ -54,6 +55,14 @@ func (t *topology) ensure(b *Broker, declare bool) error {
 		}
 	} else if _, err := ch.QueueDeclarePassive(c.name, c.durable, c.autoDelete, c.exclusive, false, nil); err != nil {
 		return topologyErr("queue", c.name, nil, err)
+	}
+	if c.delay != nil {
+		if err := reopen(); err != nil {
+			return err
+		}
+		if err := c.delay.Ensure(ch, c.name, declare); err != nil {
+			return fmt.Errorf("delayed retries of queue %q: %w", c.name, err)
+		}
 	}
 	if t.dest == "" {
 		return nil

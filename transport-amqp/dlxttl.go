@@ -1,0 +1,115 @@
+package amqp
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rabbitmq/amqp091-go"
+)
+
+// RetrySuffix is appended to a queue's name to name its DLXTTL waiting queue.
+const RetrySuffix = ".retry"
+
+// DLXTTL makes RetryAfter copies of the queue wait on the server, in the waiting queue
+// "<queue>.retry": the copy (settle-retry-count raised) is published there through the default
+// exchange with a per-message expiration of the delay in milliseconds (rounded up), then the
+// original is acknowledged on the same channel. The waiting queue is durable and has no
+// consumer; its x-dead-letter-exchange "" and x-dead-letter-routing-key "<queue>" send each
+// copy back to the queue when it expires. So a copy survives a restart of the service (and, the
+// copy being persistent, of the broker), and the cap (core.DeadLetterAfter) stops a delayed
+// loop exactly like an immediate one, because every copy carries its raised count.
+//
+// RabbitMQ expires messages only at the head of a queue: a copy waits at least its own delay
+// and at most until every copy ahead of it has expired. A long delay at the head holds up every
+// shorter one behind it — in the package's test, a 5 s copy behind a 60 s one came back after
+// 60 s, not 5 s (on RabbitMQ 3.10, 200 ms behind 1.5 s came back after about 1.5 s). One
+// waiting queue therefore serves one delay class: a subscription whose delays vary widely
+// should use the delayed-message exchange (module transport-amqp-dme), or split its work over
+// queues with a waiting queue each (DLXTTLNamed).
+//
+// With DeclareTopology(true) the waiting queue is declared with the subscription's queue;
+// otherwise the subscription checks passively that it exists and refuses to start without it
+// (declare it durable with x-dead-letter-exchange="" and x-dead-letter-routing-key=<queue>).
+func DLXTTL() QueueOption {
+	return queueOption(func(c *queueConfig) error {
+		if err := validName("amqp.DLXTTL: waiting queue", c.name+RetrySuffix); err != nil {
+			return err
+		}
+		return WithDelay(WaitingQueue("")).applyClassic(c)
+	})
+}
+
+// DLXTTLNamed is DLXTTL with the waiting queue called name instead of "<queue>.retry": a
+// waiting queue releases only from its head, so each delay class gets a queue of its own. The
+// waiting queue routes back to exactly one queue, so a name serves one subscribed queue.
+func DLXTTLNamed(name string) QueueOption {
+	return queueOption(func(c *queueConfig) error {
+		if strings.TrimSpace(name) == "" {
+			return fmt.Errorf("amqp.DLXTTLNamed(%q): the waiting queue's name is empty", name)
+		}
+		if strings.HasPrefix(name, "amq.") {
+			return fmt.Errorf("amqp.DLXTTLNamed(%q): the amq. prefix is reserved by RabbitMQ", name)
+		}
+		if err := validName("amqp.DLXTTLNamed: waiting queue", name); err != nil {
+			return err
+		}
+		if name == c.name {
+			return fmt.Errorf("amqp.DLXTTLNamed(%q): the waiting queue cannot be the queue itself", name)
+		}
+		return WithDelay(WaitingQueue(name)).applyClassic(c)
+	})
+}
+
+// WaitingQueue is the Delay of DLXTTL and DLXTTLNamed: a queue of that name (the empty name
+// means "<queue>.retry") that holds copies until their per-message TTL runs out and then
+// dead-letters them back to the queue.
+type WaitingQueue string
+
+var _ Delay = WaitingQueue("")
+
+// Name returns the waiting queue's name for the subscribed queue.
+func (w WaitingQueue) Name(queue string) string {
+	if w == "" {
+		return queue + RetrySuffix
+	}
+	return string(w)
+}
+
+// Args are the waiting queue's arguments: expired copies go back to queue through the default
+// exchange.
+func (w WaitingQueue) Args(queue string) amqp091.Table {
+	return amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue}
+}
+
+// Ensure declares the waiting queue (durable, with Args) or checks passively that it exists.
+func (w WaitingQueue) Ensure(ch Channel, queue string, declare bool) error {
+	name, args := w.Name(queue), w.Args(queue)
+	if err := validName("amqp.DLXTTL: waiting queue", name); err != nil {
+		return err
+	}
+	var err error
+	if declare {
+		_, err = ch.QueueDeclare(name, true, false, false, false, args)
+	} else {
+		_, err = ch.QueueDeclarePassive(name, true, false, false, false, nil)
+		args = nil
+	}
+	if err != nil {
+		return topologyErr("waiting queue", name, args, err)
+	}
+	return nil
+}
+
+// Route sends the copy to the waiting queue (default exchange) with the delay as its
+// per-message expiration in milliseconds, rounded up.
+func (w WaitingQueue) Route(queue string, delay time.Duration, msg *amqp091.Publishing) (exchange, key string) {
+	msg.Expiration = strconv.FormatInt(msCeil(delay), 10)
+	return "", w.Name(queue)
+}
+
+// Where names the waiting queue.
+func (w WaitingQueue) Where(queue string) string {
+	return fmt.Sprintf("waiting queue %q (per-message TTL, dead-lettered back to %q)", w.Name(queue), queue)
+}
