@@ -47,7 +47,8 @@ func Lease(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 // the id), hashed when longer than 64 characters. Rows whose key another connection holds are
 // filtered out of the claim with IS_USED_LOCK. The finishing statement commits on that
 // connection, then RELEASE_LOCK frees the key; a release the server does not confirm closes
-// the connection, which frees whatever it held.
+// the connection, which frees whatever it held. A pool capped by SetMaxOpenConns must allow one
+// connection per worker plus one for claims; a subscription checks it at start.
 func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	if err := checkNames(t); err != nil {
 		return nil, err
