@@ -84,7 +84,7 @@ func (t queueTable) rewrite(q string) (string, bool) {
 	case strings.HasPrefix(q, "SELECT "+t.qid+", CAST("):
 		// SELECT id, CAST(key AS CHAR) FROM table WHERE ready ORDER BY id LIMIT ?
 		head := "SELECT " + t.qid + ", "
-		from := strings.Index(q, " FROM "+t.qtable+" WHERE ")
+		from := strings.LastIndex(q, " FROM "+t.qtable+" WHERE ") // the key expression may hold a subquery
 		order := strings.LastIndex(q, " ORDER BY ")
 		if from < len(head) || order < from {
 			return q, false
