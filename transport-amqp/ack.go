@@ -35,7 +35,7 @@ type pendingAck struct {
 // Rejections are sent at once, one per message. Abandoned deliveries are rejected with requeue,
 // so no range ever acknowledges them.
 //
-// A flush happens when the batch is full (a quarter of the prefetch, at most 64, so the
+// A flush happens when the batch is full (half the prefetch, at most 128, so the
 // server's window never stalls), flushInterval after the first acknowledgement of a batch, and
 // before the consumer closes. The interval is wall time, not the App's clock: it is a batching
 // window like a network delay, which no outcome depends on, and on a virtual clock it must not

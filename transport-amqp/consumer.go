@@ -57,7 +57,7 @@ func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscriptio
 		cap: o.Cap, dest: o.DeadLetterTo,
 		topo:      topology{cfg: cfg, args: cfg.queueArgs(o.Cap, o.DeadLetterTo), dest: o.DeadLetterTo},
 		dropByAck: cfg.quorum && o.Cap > 0,
-		tag:       "settle-" + sub.Name + "-" + randomID(),
+		tag:       consumerTag(sub.Name),
 	}
 	if c.log == nil {
 		c.log = b.log
@@ -68,7 +68,7 @@ func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscriptio
 	c.delay = newDelayer(c)
 	c.batch = 64
 	if cfg.prefetch > 0 {
-		c.batch = min(max(cfg.prefetch/4, 1), 64)
+		c.batch = min(max(cfg.prefetch/2, 1), 128)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -88,6 +88,14 @@ func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscriptio
 // ServerCountsAttempts reports true for a quorum queue: RabbitMQ counts its deliveries and
 // dead-letters at the limit derived from the cap.
 func (c *consumer) ServerCountsAttempts() bool { return c.cfg.quorum }
+
+// consumerTag names the consumer after its subscription, within AMQP's 255-byte short string.
+func consumerTag(name string) string {
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	return "settle-" + name + "-" + randomID()
+}
 
 func randomID() string {
 	var b [8]byte
