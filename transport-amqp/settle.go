@@ -125,7 +125,7 @@ func (c *consumer) publishThenAck(ctx context.Context, s *session, d core.Delive
 // copyOf builds the copy of a delivery that settle publishes: the same body, content type and
 // encoding, message and correlation ids, persistence and user headers, with settle-retry-count
 // set to count. The broker's own headers (x-death, x-first-death-*, x-last-death-*,
-// x-delivery-count) describe the history of the original message and are not carried: a copy is
+// x-delivery-count, x-delay) describe the history of the original message and are not carried: a copy is
 // a new message, and RabbitMQ 3.13+ ignores client-set x-death anyway.
 func copyOf(m *amqp091.Delivery, count int) amqp091.Publishing {
 	h := make(amqp091.Table, len(m.Headers)+1)
@@ -158,6 +158,8 @@ func copyOf(m *amqp091.Delivery, count int) amqp091.Publishing {
 }
 
 func brokerHeader(k string) bool {
-	return k == "x-death" || k == "x-delivery-count" ||
+	// x-delay is the delayed-message exchange's account of an earlier publishing (negated on
+	// release), not a property of the copy.
+	return k == "x-death" || k == "x-delivery-count" || k == "x-delay" ||
 		strings.HasPrefix(k, "x-first-death-") || strings.HasPrefix(k, "x-last-death-")
 }

@@ -1,0 +1,14 @@
+module github.com/settlehq/settle/transport-amqp-dme
+
+go 1.26
+
+require (
+	github.com/rabbitmq/amqp091-go v1.16.0
+	github.com/settlehq/settle/core v0.0.0
+	github.com/settlehq/settle/transport-amqp v0.0.0
+)
+
+replace (
+	github.com/settlehq/settle/core => ../core
+	github.com/settlehq/settle/transport-amqp => ../transport-amqp
+)
