@@ -5,13 +5,26 @@ go 1.26.0
 replace github.com/settlehq/settle/core => ../core
 
 require (
+	github.com/ThreeDotsLabs/watermill v1.3.7
+	github.com/ThreeDotsLabs/watermill-amqp/v3 v3.0.2
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/settlehq/settle/core v0.0.0
 	github.com/settlehq/settle/dialect-mysql v0.0.0
 	github.com/settlehq/settle/dialect-postgres v0.0.0
+)
+
+require (
+	github.com/cenkalti/backoff/v3 v3.2.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/hashicorp/errwrap v1.1.0 // indirect
+	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/lithammer/shortuuid/v3 v3.0.7 // indirect
+	github.com/oklog/ulid v1.3.1 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 )
 
 require (
@@ -22,6 +35,7 @@ require (
 	github.com/riverqueue/river/riverdriver v0.51.2 // indirect
 	github.com/riverqueue/river/rivershared v0.51.2 // indirect
 	github.com/riverqueue/river/rivertype v0.51.2 // indirect
+	github.com/settlehq/settle/transport-amqp v0.0.0
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.2.0 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
@@ -33,3 +47,5 @@ require (
 replace github.com/settlehq/settle/dialect-mysql => ../dialect-mysql
 
 replace github.com/settlehq/settle/dialect-postgres => ../dialect-postgres
+
+replace github.com/settlehq/settle/transport-amqp => ../transport-amqp
