@@ -1,12 +1,19 @@
-// Command refunds is settle's first example: a refunds service on a SQLite queue table.
+// Command refunds is settle's first example: a refunds service on a SQLite queue table, or on
+// RabbitMQ with payouts beside the refunds.
 //
 //	go run ./examples/refunds                 # seed samples, process them, print a summary, exit
 //	go run ./examples/refunds -serve          # keep consuming what other processes insert
 //	go run ./examples/refunds -db /tmp/r.db -backoff 50ms
+//	go run ./examples/refunds -amqp amqp://guest:guest@localhost:5672/          # the same on RabbitMQ
+//	go run ./examples/refunds -amqp amqp://guest:guest@localhost:5672/ -serve
+//	go run ./examples/refunds publish -amqp amqp://… -queue refunds -ref r-42 -card busy-1 -cents 500
 //
 // A fake processor refuses by card: "busy…" → RetryAfter(backoff, doubled per attempt),
 // "down…" → Retry(), "closed…" → Drop() with a warning, anything else → ack. After 5 attempts a
-// refund moves to the refunds.dead group, whose handler logs it. See README.md.
+// refund moves to refunds.dead, whose handler logs it. On RabbitMQ (-amqp, or REFUNDS_AMQP_URL)
+// refunds live in the classic queue refunds, whose delayed retries wait in the waiting queue
+// refunds.retry (amqp.DLXTTL), and payouts in the quorum queue payouts, which moves a payout to
+// payouts.dead after its fifth delivery by itself. See README.md.
 package main
 
 import (
@@ -24,6 +31,7 @@ import (
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
 	sqlite "github.com/settlehq/settle/dialect-sqlite"
+	amqp "github.com/settlehq/settle/transport-amqp"
 )
 
 // Config is what the flags set.
@@ -32,22 +40,61 @@ type Config struct {
 	Backoff time.Duration
 	Serve   bool
 	Poll    time.Duration
+	// AMQP is a RabbitMQ URL (amqp://user:pass@host:port/vhost); set, the service runs on
+	// RabbitMQ instead of SQLite.
+	AMQP string
+	// Prefix goes in front of every RabbitMQ queue name (to keep several instances apart).
+	Prefix string
 }
 
 func main() {
-	var c Config
-	flag.StringVar(&c.DB, "db", "refunds.db", "SQLite database file")
-	flag.DurationVar(&c.Backoff, "backoff", 100*time.Millisecond, "base backoff of a busy processor (doubled per attempt)")
-	flag.BoolVar(&c.Serve, "serve", false, "keep consuming until interrupted instead of running the demo")
-	flag.DurationVar(&c.Poll, "poll", 200*time.Millisecond, "how often an idle queue is polled")
-	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := Run(ctx, c, os.Stdout, log); err != nil {
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "publish" {
+		err = publishCmd(ctx, os.Args[2:])
+	} else {
+		var c Config
+		flag.StringVar(&c.DB, "db", "refunds.db", "SQLite database file")
+		flag.DurationVar(&c.Backoff, "backoff", 100*time.Millisecond, "base backoff of a busy processor (doubled per attempt)")
+		flag.BoolVar(&c.Serve, "serve", false, "keep consuming until interrupted instead of running the demo")
+		flag.DurationVar(&c.Poll, "poll", 200*time.Millisecond, "how often an idle queue is polled (SQLite)")
+		flag.StringVar(&c.AMQP, "amqp", os.Getenv("REFUNDS_AMQP_URL"), "RabbitMQ URL (default $REFUNDS_AMQP_URL); set, the service runs on RabbitMQ instead of SQLite")
+		flag.StringVar(&c.Prefix, "prefix", "", "prefix of every RabbitMQ queue name")
+		flag.Parse()
+		if c.AMQP != "" {
+			err = RunAMQP(ctx, c, amqp.URL(c.AMQP), os.Stdout, log)
+		} else {
+			err = Run(ctx, c, os.Stdout, log)
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "refunds:", err)
 		os.Exit(1)
 	}
+}
+
+// publishCmd is the publish subcommand: one refund or payout to a RabbitMQ queue.
+func publishCmd(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("refunds publish", flag.ContinueOnError)
+	url := fs.String("amqp", os.Getenv("REFUNDS_AMQP_URL"), "RabbitMQ URL (default $REFUNDS_AMQP_URL)")
+	queue := fs.String("queue", Queue, "queue to publish to (refunds or payouts; the service must have declared it)")
+	var r Refund
+	fs.StringVar(&r.Ref, "ref", "", "the merchant's reference, also the message id")
+	fs.StringVar(&r.Card, "card", "4242-4242", "card: busy…, down…, closed… or anything else")
+	fs.Int64Var(&r.Cents, "cents", 100, "amount in cents")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *url == "" || r.Ref == "" {
+		return errors.New("publish needs -amqp (or REFUNDS_AMQP_URL) and -ref")
+	}
+	if err := PublishOne(ctx, amqp.URL(*url), *queue, r); err != nil {
+		return err
+	}
+	fmt.Printf("published %s to %s\n", r.Ref, *queue)
+	return nil
 }
 
 // Run opens the database, creates the table if needed, and runs the service: the demo (seed,

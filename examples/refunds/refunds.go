@@ -118,6 +118,8 @@ var Samples = []Refund{
 // refunded, declined (dropped) or dead-lettered, and whether the dead-letter handler saw it.
 type Tally struct {
 	mu      sync.Mutex
+	main    map[string]bool   // the queues whose settlements end a message
+	dead    map[string]bool   // the dead-letter queues
 	refs    map[string]string // message id → ref
 	ended   map[string]string // message id → where it ended
 	tries   map[string]int    // message id → attempts in refunds
@@ -126,10 +128,18 @@ type Tally struct {
 	closed  bool
 }
 
-// NewTally returns an empty Tally.
-func NewTally() *Tally {
-	return &Tally{refs: map[string]string{}, ended: map[string]string{}, tries: map[string]int{}, deadSaw: map[string]bool{},
+// NewTally returns an empty Tally for the queue refunds and its dead letter refunds.dead.
+func NewTally() *Tally { return NewTallyFor(map[string]string{Queue: DeadQueue}) }
+
+// NewTallyFor returns an empty Tally for the given queues, each mapped to its dead letter.
+func NewTallyFor(queues map[string]string) *Tally {
+	t := &Tally{main: map[string]bool{}, dead: map[string]bool{},
+		refs: map[string]string{}, ended: map[string]string{}, tries: map[string]int{}, deadSaw: map[string]bool{},
 		done: make(chan struct{})}
+	for q, d := range queues {
+		t.main[q], t.dead[d] = true, true
+	}
+	return t
 }
 
 // Track adds a message to wait for.
@@ -148,8 +158,15 @@ func (t *Tally) Observe(s core.Settlement) {
 		return
 	}
 	switch {
-	case s.Queue == DeadQueue:
+	case t.dead[s.Queue]:
 		t.deadSaw[id] = true
+		if t.ended[id] == "" { // the server moved it (a quorum queue's delivery limit)
+			t.ended[id] = "dead letter (" + s.Queue + ")"
+		}
+	case !t.main[s.Queue]:
+		return
+	case s.Verdict.Action == core.ActAck && strings.HasSuffix(s.Queue, PayoutQueue):
+		t.ended[id] = "paid out"
 	case s.Verdict.Action == core.ActAck:
 		t.ended[id] = "refunded"
 	case s.Verdict.Action == core.ActDrop:
@@ -157,7 +174,7 @@ func (t *Tally) Observe(s core.Settlement) {
 	case s.Verdict.Action == core.ActDeadLetter:
 		t.ended[id] = "dead letter (" + s.Verdict.Dest + ")"
 	}
-	if s.Queue == Queue {
+	if t.main[s.Queue] {
 		t.tries[id] = s.Delivery.Attempt()
 	}
 	if !t.closed && t.finished() {
