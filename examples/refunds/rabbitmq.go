@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/rabbitmq/amqp091-go"
+	"github.com/settlehq/settle/core"
+	amqp "github.com/settlehq/settle/transport-amqp"
+)
+
+// The RabbitMQ mode's payout queues; the refunds use Queue and DeadQueue.
+const (
+	PayoutQueue     = "payouts"
+	PayoutDeadQueue = "payouts.dead"
+)
+
+// Payout is one payout request, as a message's JSON body.
+type Payout struct {
+	// Ref is the merchant's reference.
+	Ref string `json:"ref"`
+	// Card is the card to pay to; its prefix decides what the fake processor says.
+	Card string `json:"card"`
+	// Cents is the amount.
+	Cents int64 `json:"cents"`
+}
+
+// PayoutSamples are the RabbitMQ demo's payouts: one of each kind.
+var PayoutSamples = []Payout{
+	{Ref: "p-ok-1", Card: "4242-4242", Cents: 10000},
+	{Ref: "p-busy-1", Card: "busy-4000", Cents: 2500},
+	{Ref: "p-down-1", Card: "down-3000", Cents: 7000},
+	{Ref: "p-closed-1", Card: "closed-2000", Cents: 900},
+}
+
+// HandlePayout sends a payout: busy and unavailable both retry at once (the quorum queue counts
+// the deliveries and moves the payout to payouts.dead after the fifth), declined drops.
+func HandlePayout(log *slog.Logger) core.Handler[Payout] {
+	return func(ctx context.Context, m *core.Message[Payout]) error {
+		err := Process(ctx, Refund(m.Payload))
+		switch {
+		case err == nil:
+			log.Info("paid out", "ref", m.Payload.Ref, "cents", m.Payload.Cents, "attempt", m.Attempt())
+			return nil
+		case errors.Is(err, ErrBusy), errors.Is(err, ErrUnavailable):
+			return core.Retry().Because(err)
+		case errors.Is(err, ErrDeclined):
+			log.Warn("payout declined; dropping it", "ref", m.Payload.Ref, "card", m.Payload.Card, "message_id", m.ID(), "attempt", m.Attempt())
+			return core.Drop().Because(err)
+		}
+		return err
+	}
+}
+
+// HandleRefundDeadAMQP logs a refund the service moved to refunds.dead, with the deliveries
+// it was given: the settle-retry-count header of the copy, 5 here.
+func HandleRefundDeadAMQP(log *slog.Logger) core.Handler[Refund] {
+	return func(_ context.Context, m *core.Message[Refund]) error {
+		n, err := strconv.Atoi(m.Headers()[amqp.RetryCountHeader])
+		if err != nil {
+			n = 1 // published straight to the dead letter, never retried
+		}
+		log.Warn("dead letter: refund gave up", "ref", m.Payload.Ref, "card", m.Payload.Card, "message_id", m.ID(), "attempts", n)
+		return nil
+	}
+}
+
+// HandlePayoutDead logs a payout the quorum queue moved to payouts.dead. RabbitMQ's own x-death
+// header says why and from where; a move at the delivery limit means the payout spent all
+// MaxAttempts deliveries (plus those of earlier copies, counted in settle-retry-count).
+func HandlePayoutDead(log *slog.Logger) core.Handler[Payout] {
+	return func(_ context.Context, m *core.Message[Payout]) error {
+		d, _ := m.Delivery().(*amqp.Delivery)
+		var headers amqp091.Table
+		if d != nil {
+			headers = d.Raw().Headers
+		}
+		reason, from, count := firstDeath(headers)
+		before, _ := strconv.Atoi(m.Headers()[amqp.RetryCountHeader])
+		attempts := before
+		if reason == "delivery_limit" {
+			attempts += MaxAttempts
+		}
+		log.Warn("dead letter: payout gave up", "ref", m.Payload.Ref, "card", m.Payload.Card, "message_id", m.ID(),
+			"attempts", attempts, "x_death_reason", reason, "x_death_queue", from, "x_death_count", count)
+		return nil
+	}
+}
+
+// firstDeath reads the newest x-death entry: why the message was dead-lettered, from which
+// queue, and how often for that reason and queue.
+func firstDeath(h amqp091.Table) (reason, queue string, count int64) {
+	deaths, _ := h["x-death"].([]any)
+	if len(deaths) == 0 {
+		return "", "", 0
+	}
+	t, _ := deaths[0].(amqp091.Table)
+	reason, _ = t["reason"].(string)
+	queue, _ = t["queue"].(string)
+	count, _ = t["count"].(int64)
+	return reason, queue, count
+}
+
+// Names are the RabbitMQ mode's queue names, with the -prefix flag in front.
+type Names struct {
+	Refunds, RefundsDead, Payouts, PayoutsDead string
+}
+
+// NamesWith returns the queue names with prefix in front of each.
+func NamesWith(prefix string) Names {
+	return Names{prefix + Queue, prefix + DeadQueue, prefix + PayoutQueue, prefix + PayoutDeadQueue}
+}
+
+// MountAMQP subscribes the four handlers: refunds on a classic queue with DLXTTL() (busy refunds
+// wait their backoff in the waiting queue refunds.retry on the server) and
+// DeadLetterAfter(5, refunds.dead), counted by settle; payouts on a quorum queue with
+// DeadLetterAfter(5, payouts.dead), counted and moved by the server; a reader on each dead
+// letter. The Broker must declare topology: the quorum cap becomes queue arguments.
+func MountAMQP(app *core.App, b *amqp.Broker, n Names, base time.Duration) error {
+	log := app.Logger()
+	refunds, err := amqp.Classic(b, n.Refunds, amqp.DLXTTL())
+	if err != nil {
+		return err
+	}
+	payouts, err := amqp.Quorum(b, n.Payouts)
+	if err != nil {
+		return err
+	}
+	refundsDead, err := amqp.Classic(b, n.RefundsDead)
+	if err != nil {
+		return err
+	}
+	payoutsDead, err := amqp.Classic(b, n.PayoutsDead)
+	if err != nil {
+		return err
+	}
+	if err := core.Subscribe(app, refunds, HandleRefund(base, log), core.DeadLetterAfter(MaxAttempts, n.RefundsDead)); err != nil {
+		return err
+	}
+	if err := core.Subscribe(app, refundsDead, HandleRefundDeadAMQP(log)); err != nil {
+		return err
+	}
+	if err := core.Subscribe(app, payouts, HandlePayout(log), core.DeadLetterAfter(MaxAttempts, n.PayoutsDead)); err != nil {
+		return err
+	}
+	return core.Subscribe(app, payoutsDead, HandlePayoutDead(log))
+}
+
+// RunAMQP runs the service on the RabbitMQ that dial reaches, declaring its topology: the demo
+// (publish the samples to refunds and payouts, process them, print where each ended, return)
+// or, with Serve, until ctx ends.
+func RunAMQP(ctx context.Context, c Config, dial amqp.DialFunc, out io.Writer, log *slog.Logger, appOpts ...core.AppOption) error {
+	if c.Backoff < 0 {
+		return fmt.Errorf("-backoff %v: must not be negative", c.Backoff)
+	}
+	n := NamesWith(c.Prefix)
+	tally := NewTallyFor(map[string]string{n.Refunds: n.RefundsDead, n.Payouts: n.PayoutsDead})
+	app := core.New(append([]core.AppOption{core.WithLogger(log), core.WithObserver(tally.Observe), core.WithoutSignals()}, appOpts...)...)
+	b, err := amqp.New(dial, amqp.DeclareTopology(true), amqp.WithLogger(log), amqp.WithClock(app.Clock()))
+	if err != nil {
+		return err
+	}
+	app.Register(b)
+	if err := MountAMQP(app, b, n, c.Backoff); err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- app.Run(runCtx) }()
+	select {
+	case <-app.Ready():
+	case err := <-ran:
+		return err
+	}
+	if c.Serve {
+		fmt.Fprintf(out, "serving %s, %s, %s and %s on RabbitMQ; Ctrl-C stops\n", n.Refunds, n.RefundsDead, n.Payouts, n.PayoutsDead)
+	} else {
+		if err := seedAMQP(ctx, b, n, tally); err != nil {
+			cancel()
+			<-ran
+			return fmt.Errorf("publishing the samples: %w", err)
+		}
+		fmt.Fprintf(out, "published %d refunds to %s and %d payouts to %s; processing…\n", len(Samples), n.Refunds, len(PayoutSamples), n.Payouts)
+		select {
+		case <-tally.Done():
+			cancel()
+		case <-runCtx.Done():
+		}
+	}
+	if err := <-ran; err != nil {
+		return err
+	}
+	if !c.Serve {
+		select {
+		case <-tally.Done():
+		default:
+			return errors.New("stopped before every refund and payout ended")
+		}
+		tally.Print(out)
+	}
+	return nil
+}
+
+// seedAMQP publishes the samples, each with a message id of its own (ref and a random suffix, so
+// that runs on the same broker do not mix), and tracks them.
+func seedAMQP(ctx context.Context, b *amqp.Broker, n Names, t *Tally) error {
+	suffix := "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	for _, r := range Samples {
+		id := r.Ref + suffix
+		t.Track(id, r.Ref)
+		if err := amqp.Publish(ctx, b, "", n.Refunds, r, amqp.WithMessageID(id)); err != nil {
+			return err
+		}
+	}
+	for _, p := range PayoutSamples {
+		id := p.Ref + suffix
+		t.Track(id, p.Ref)
+		if err := amqp.Publish(ctx, b, "", n.Payouts, p, amqp.WithMessageID(id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PublishOne publishes one refund or payout (JSON) to queue on the RabbitMQ that dial reaches,
+// with ref as its message id: the publish subcommand.
+func PublishOne(ctx context.Context, dial amqp.DialFunc, queue string, r Refund) error {
+	b, err := amqp.New(dial, amqp.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	return amqp.Publish(ctx, b, "", queue, r, amqp.WithMessageID(r.Ref), amqp.WithConfirm())
+}
