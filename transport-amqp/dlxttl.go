@@ -29,6 +29,11 @@ const RetrySuffix = ".retry"
 // should use the delayed-message exchange (module transport-amqp-dme), or split its work over
 // queues with a waiting queue each (DLXTTLNamed).
 //
+// On a quorum queue the copy is a new message, whose server count (x-delivery-count) starts
+// over; settle counts the attempt across copies (settle-retry-count + x-delivery-count + 1) and
+// moves a delivery that reached the cap of core.DeadLetterAfter to the destination itself (a
+// copy with the final count), so the cap stops a delayed loop there too.
+//
 // With DeclareTopology(true) the waiting queue is declared with the subscription's queue;
 // otherwise the subscription checks passively that it exists and refuses to start without it
 // (declare it durable with x-dead-letter-exchange="" and x-dead-letter-routing-key=<queue>).

@@ -476,3 +476,48 @@ func TestDelayOptionsRefused(t *testing.T) {
 		}
 	}
 }
+
+// DLXTTLNamed parks the copies in the named waiting queue, one per delay class: here a queue
+// whose delays are all 5 s and one whose delays are all 60 s never hold each other up.
+func TestDLXTTLNamedPerDelayClass(t *testing.T) {
+	eachDelay(t, func(t *testing.T, s delayServer) {
+		r := newDelayRig(t, s, nil, true)
+		fast, slow := r.q("refunds.fast"), r.q("refunds.slow")
+		fastWait, slowWait := r.q("retry.5s"), r.q("retry.60s")
+		short, long := s.delay(5*time.Second, 200*time.Millisecond), s.delay(60*time.Second, 1500*time.Millisecond)
+		var j journal
+		for _, c := range []struct {
+			q, waiting string
+			d          time.Duration
+		}{{slow, slowWait, long}, {fast, fastWait, short}} {
+			subscribe(r, endpointOf(t, r.broker, false, c.q, amqp.DLXTTLNamed(c.waiting)), func(_ context.Context, m *core.Message[string]) error {
+				j.add(s.clk(), m)
+				if m.Attempt() == 1 {
+					return core.RetryAfter(c.d)
+				}
+				return nil
+			}, rawCodec)
+		}
+		r.start()
+		r.publish(slow, "slow")
+		r.rec.WaitSettled(1)
+		r.publish(fast, "fast")
+		r.rec.WaitSettled(2)
+		if s.mem != nil {
+			if len(s.mem.Messages(slowWait)) != 1 || len(s.mem.Messages(fastWait)) != 1 {
+				t.Fatalf("waiting queues hold %d and %d", len(s.mem.Messages(slowWait)), len(s.mem.Messages(fastWait)))
+			}
+			s.v.Advance(short)
+		}
+		r.rec.WaitSettled(3)
+		if got := j.of("fast"); len(got) != 2 || len(j.of("slow")) != 1 {
+			t.Fatalf("after the short delay: fast seen %d times, slow %d", len(got), len(j.of("slow")))
+		}
+		f := j.of("fast")
+		waited := f[1].at.Sub(f[0].at)
+		if waited < short || (s.v == nil && waited >= long) {
+			t.Fatalf("the 5s class came back after %v", waited)
+		}
+		t.Logf("%s: a %v copy in its own waiting queue came back after %v while a %v one waited", s.name, short, waited, long)
+	})
+}
