@@ -27,7 +27,9 @@ for dir in $mods; do
 		cat "$log"
 	else
 		grep -E '^(ok|FAIL|\?)\s' "$log"
-		grep -A2 -E '^\s*--- SKIP' "$log" | grep -v -E '^\s*--- (PASS|FAIL)' || true
+		# Each skipped test with its reason: the last "file_test.go:N: ..." line printed before it.
+		awk '/^[[:space:]]+[^[:space:]]+_test\.go:[0-9]+: / { reason = $0; sub(/^[[:space:]]+/, "", reason) }
+			/^[[:space:]]*--- SKIP: / { name = $3; print "  skipped " name ": " reason }' "$log"
 	fi
 	summary+=("$(printf '%-4s %-22s %4d passed, %d failed, %d skipped' "$result" "$name" "$p" "$f" "$s")")
 	rm -f "$log"
