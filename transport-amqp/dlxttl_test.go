@@ -521,3 +521,46 @@ func TestDLXTTLNamedPerDelayClass(t *testing.T) {
 		t.Logf("%s: a %v copy in its own waiting queue came back after %v while a %v one waited", s.name, short, waited, long)
 	})
 }
+
+// The in-process default on the same terms: no earlier than the delay, headers and properties
+// kept, count raised; on a quorum queue too.
+func TestInProcessDelayNoEarlierWithHeaders(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			eachDelay(t, func(t *testing.T, s delayServer) {
+				r := newDelayRig(t, s, nil, true)
+				q := r.q("refunds")
+				d := s.delay(30*time.Second, 300*time.Millisecond)
+				var j journal
+				subscribe(r, endpointOf(t, r.broker, k.quorum, q), func(_ context.Context, m *core.Message[string]) error {
+					j.add(s.clk(), m)
+					if m.Attempt() == 1 {
+						return core.RetryAfter(d)
+					}
+					return nil
+				}, rawCodec, core.DeadLetterAfter(5, r.q("refunds.dead")))
+				r.start()
+				r.publish(q, "refund-1", amqp.WithHeaders(map[string]string{"tenant": "acme"}), amqp.WithMessageID("r-1"), amqp.WithCorrelationID("c-1"))
+				r.rec.WaitSettled(1)
+				if s.v != nil {
+					s.v.Advance(d - time.Millisecond)
+					if n := len(s.mem.Messages(q)) + len(r.rec.Settlements()); n != 1 {
+						t.Fatalf("a millisecond before the delay: %d messages and settlements, want the first settlement only", n)
+					}
+					s.v.Advance(time.Millisecond)
+				}
+				r.rec.WaitSettled(2)
+				got := j.of("refund-1")
+				waited := got[1].at.Sub(got[0].at)
+				if waited < d || (s.v == nil && waited > d+5*time.Second) {
+					t.Fatalf("came back after %v; delay %v", waited, d)
+				}
+				second := got[1]
+				if second.attempt != 2 || second.headers["tenant"] != "acme" || second.headers[amqp.RetryCountHeader] != "1" ||
+					second.raw.MessageId != "r-1" || second.raw.CorrelationId != "c-1" {
+					t.Fatalf("second delivery: attempt %d, headers %v, raw %+v", second.attempt, second.headers, second.raw)
+				}
+			})
+		})
+	}
+}
