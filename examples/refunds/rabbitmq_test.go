@@ -236,10 +236,10 @@ func TestAMQPDemoRabbitMQ(t *testing.T) {
 	if err != nil {
 		coretest.ServerUnavailable(t, "RabbitMQ", url+" (SETTLE_TEST_AMQP_URL)", err)
 	}
-	defer admin.Close()
 	prefix := "settle-example-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-"
 	n := NamesWith(prefix)
 	t.Cleanup(func() {
+		defer admin.Close()
 		ch, err := admin.Channel()
 		if err != nil {
 			return
