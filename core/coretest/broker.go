@@ -85,6 +85,11 @@ func (b *Broker) Publish(queue string, body []byte, headers map[string]string) s
 func (b *Broker) Messages(queue string) []Stored {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.snapshot(queue, false)
+}
+
+// snapshot copies the ready messages of a queue, removing them with take; b.mu is held.
+func (b *Broker) snapshot(queue string, take bool) []Stored {
 	q := b.queues[queue]
 	if q == nil {
 		return nil
@@ -92,6 +97,9 @@ func (b *Broker) Messages(queue string) []Stored {
 	out := make([]Stored, len(q.ready))
 	for i, m := range q.ready {
 		out[i] = *m
+	}
+	if take {
+		q.ready = nil
 	}
 	return out
 }
@@ -100,16 +108,7 @@ func (b *Broker) Messages(queue string) []Stored {
 func (b *Broker) Drain(queue string) []Stored {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	q := b.queues[queue]
-	if q == nil {
-		return nil
-	}
-	out := make([]Stored, len(q.ready))
-	for i, m := range q.ready {
-		out[i] = *m
-	}
-	q.ready = nil
-	return out
+	return b.snapshot(queue, true)
 }
 
 // Unacked returns how many messages of a queue are handed out and not yet settled.

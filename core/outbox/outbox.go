@@ -225,7 +225,7 @@ func (o *Outbox) Record(ctx context.Context, q sqlqueue.Queryer, msgs ...Message
 		if o.t.Columns.CreatedAt != "" {
 			args = append(args, now)
 		}
-		id, err := o.insertOne(ctx, q, args)
+		id, err := sqlqueue.InsertID(ctx, o.d, q, o.insert, args...)
 		if err != nil {
 			return Batch{}, fmt.Errorf("outbox: recording a message for %q in table %s: %w", m.Destination, o.t.Ref(), err)
 		}
@@ -241,29 +241,6 @@ func (o *Outbox) RecordJSON(ctx context.Context, q sqlqueue.Queryer, dest string
 		return Batch{}, fmt.Errorf("outbox: encoding a message for %q: %w", dest, err)
 	}
 	return o.Record(ctx, q, Message{Destination: dest, Payload: body, Headers: headers})
-}
-
-func (o *Outbox) insertOne(ctx context.Context, q sqlqueue.Queryer, args []any) (int64, error) {
-	if !o.d.Returning() {
-		r, err := q.Exec(ctx, o.insert, args...)
-		return r.LastInsertID, err
-	}
-	rows, err := q.Query(ctx, o.insert, args...)
-	if err != nil {
-		return 0, err
-	}
-	defer rows.Close()
-	var id int64
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return 0, err
-		}
-		return 0, errors.New("insert returned no id")
-	}
-	if err := rows.Scan(&id); err != nil {
-		return 0, err
-	}
-	return id, rows.Close()
 }
 
 func encodeHeaders(h map[string]string) (any, error) {

@@ -196,7 +196,14 @@ func (p *Publisher) PublishRaw(ctx context.Context, payload []byte, opts ...Publ
 }
 
 func (p *Publisher) insert(ctx context.Context, q Queryer, sql string, args []any) (int64, error) {
-	if !p.d.Returning() {
+	return InsertID(ctx, p.d, q, sql, args...)
+}
+
+// InsertID runs an INSERT of one row and returns the id it generated: from the statement's
+// RETURNING clause where the dialect has one (the caller appends it), from
+// Result.LastInsertID otherwise. The outbox records its rows with it.
+func InsertID(ctx context.Context, d Dialect, q Queryer, sql string, args ...any) (int64, error) {
+	if !d.Returning() {
 		r, err := q.Exec(ctx, sql, args...)
 		return r.LastInsertID, err
 	}
