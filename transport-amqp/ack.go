@@ -36,8 +36,8 @@ type pendingAck struct {
 // so no range ever acknowledges them.
 //
 // A flush happens when the batch is full (half the prefetch, at most 128, so the
-// server's window never stalls), flushInterval after the first acknowledgement of a batch, and
-// before the consumer closes. The interval is wall time, not the App's clock: it is a batching
+// server's window never stalls), flushInterval after the first acknowledgement of a batch (tags
+// above a gap wait one more interval for it to close), and before the consumer closes. The interval is wall time, not the App's clock: it is a batching
 // window like a network delay, which no outcome depends on, and on a virtual clock it must not
 // wait for Advance.
 type acker struct {
@@ -49,6 +49,7 @@ type acker struct {
 	dead    bool // set together with reporting every batched acknowledgement
 	timer   *time.Timer
 	armed   bool
+	waited  bool // the batch outlived one interval waiting above a gap
 }
 
 func (a *acker) init(s *session) {
@@ -79,7 +80,7 @@ func (a *acker) ack(tag uint64, d core.Delivery, v core.Verdict, settled core.Se
 		if !a.armed {
 			a.armed = true
 			if a.timer == nil {
-				a.timer = time.AfterFunc(flushInterval, func() { a.flush(true) })
+				a.timer = time.AfterFunc(flushInterval, a.tick)
 			} else {
 				a.timer.Reset(flushInterval)
 			}
@@ -112,6 +113,27 @@ func (a *acker) reject(tag uint64, requeue bool, d core.Delivery, v core.Verdict
 	a.mu.Unlock()
 	settled(d, v, err)
 	a.report(lost)
+}
+
+// tick is the flush timer: it sends the contiguous run; acknowledgements waiting above a gap
+// (a handler still running on a lower tag) get one more interval for the gap to close, then go
+// out one by one so that a slow handler never holds the others' acknowledgements for long.
+func (a *acker) tick() {
+	a.mu.Lock()
+	a.armed = false
+	if a.dead || len(a.pending) == 0 {
+		a.waited = false
+		a.mu.Unlock()
+		return
+	}
+	done, _ := a.flushLocked(a.waited)
+	a.waited = len(a.pending) > 0
+	if a.waited && !a.armed {
+		a.armed = true
+		a.timer.Reset(flushInterval)
+	}
+	a.mu.Unlock()
+	a.report(done)
 }
 
 // flush sends what is batched; all also acknowledges tags above a gap.
@@ -187,9 +209,12 @@ func (a *acker) flushLocked(all bool) ([]pendingAck, error) {
 	}
 	clear(a.pending[len(keep):])
 	a.pending = keep
-	if len(keep) == 0 && a.armed {
-		a.armed = false
-		a.timer.Stop()
+	if len(keep) == 0 {
+		a.waited = false
+		if a.armed {
+			a.armed = false
+			a.timer.Stop()
+		}
 	}
 	return done, err
 }
