@@ -19,20 +19,24 @@ type pgxQueryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-func execOn(ctx context.Context, q pgxQueryer, sql string, args []any) (sqlqueue.Result, error) {
+// closedFunc reports whether the connection a statement ran on is closed now; nil for the
+// pool, whose connection is gone by the time the error is seen.
+type closedFunc func() bool
+
+func execOn(ctx context.Context, q pgxQueryer, closed closedFunc, sql string, args []any) (sqlqueue.Result, error) {
 	tag, err := q.Exec(ctx, sql, args...)
 	if err != nil {
-		return sqlqueue.Result{}, err
+		return sqlqueue.Result{}, edgeErr(err, closed)
 	}
 	return sqlqueue.Result{RowsAffected: tag.RowsAffected()}, nil
 }
 
-func queryOn(ctx context.Context, q pgxQueryer, sql string, args []any) (sqlqueue.Rows, error) {
+func queryOn(ctx context.Context, q pgxQueryer, closed closedFunc, sql string, args []any) (sqlqueue.Rows, error) {
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, err
+		return nil, edgeErr(err, closed)
 	}
-	return &pgRows{rows: rows}, nil
+	return &pgRows{rows: rows, closed: closed}, nil
 }
 
 // poolDB is sqlqueue.DB over a pgxpool.Pool.
@@ -41,11 +45,11 @@ type poolDB struct {
 }
 
 func (p *poolDB) Exec(ctx context.Context, sql string, args ...any) (sqlqueue.Result, error) {
-	return execOn(ctx, p.pool, sql, args)
+	return execOn(ctx, p.pool, nil, sql, args)
 }
 
 func (p *poolDB) Query(ctx context.Context, sql string, args ...any) (sqlqueue.Rows, error) {
-	return queryOn(ctx, p.pool, sql, args)
+	return queryOn(ctx, p.pool, nil, sql, args)
 }
 
 func (p *poolDB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
@@ -71,26 +75,30 @@ type pgTx struct{ tx pgx.Tx }
 func WrapTx(tx pgx.Tx) sqlqueue.Transaction { return &pgTx{tx: tx} }
 
 func (t *pgTx) Exec(ctx context.Context, sql string, args ...any) (sqlqueue.Result, error) {
-	return execOn(ctx, t.tx, sql, args)
+	return execOn(ctx, t.tx, t.closed, sql, args)
 }
 
 func (t *pgTx) Query(ctx context.Context, sql string, args ...any) (sqlqueue.Rows, error) {
-	return queryOn(ctx, t.tx, sql, args)
+	return queryOn(ctx, t.tx, t.closed, sql, args)
 }
 
-func (t *pgTx) Commit(ctx context.Context) error   { return t.tx.Commit(ctx) }
-func (t *pgTx) Rollback(ctx context.Context) error { return t.tx.Rollback(ctx) }
+// Commit and Rollback translate errors without asking the connection: pgxpool has taken it
+// back by the time they return.
+func (t *pgTx) Commit(ctx context.Context) error   { return edgeErr(t.tx.Commit(ctx), nil) }
+func (t *pgTx) Rollback(ctx context.Context) error { return edgeErr(t.tx.Rollback(ctx), nil) }
 func (t *pgTx) Unwrap() any                        { return t.tx }
+
+func (t *pgTx) closed() bool { return t.tx.Conn().IsClosed() }
 
 // pgConn is sqlqueue.Conn over one connection acquired from the pool.
 type pgConn struct{ c *pgxpool.Conn }
 
 func (c *pgConn) Exec(ctx context.Context, sql string, args ...any) (sqlqueue.Result, error) {
-	return execOn(ctx, c.c, sql, args)
+	return execOn(ctx, c.c, c.closed, sql, args)
 }
 
 func (c *pgConn) Query(ctx context.Context, sql string, args ...any) (sqlqueue.Rows, error) {
-	return queryOn(ctx, c.c, sql, args)
+	return queryOn(ctx, c.c, c.closed, sql, args)
 }
 
 func (c *pgConn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
@@ -117,17 +125,22 @@ func (c *pgConn) Discard() error {
 	return conn.Close(ctx)
 }
 
+func (c *pgConn) closed() bool { return c.c.Conn().IsClosed() }
+
 // Unwrap returns the *pgxpool.Conn.
 func (c *pgConn) Unwrap() any { return c.c }
 
 // pgRows is sqlqueue.Rows over pgx.Rows.
-type pgRows struct{ rows pgx.Rows }
+type pgRows struct {
+	rows   pgx.Rows
+	closed closedFunc
+}
 
 func (r *pgRows) Next() bool             { return r.rows.Next() }
 func (r *pgRows) Scan(dest ...any) error { return r.rows.Scan(dest...) }
-func (r *pgRows) Err() error             { return r.rows.Err() }
+func (r *pgRows) Err() error             { return edgeErr(r.rows.Err(), r.closed) }
 
 func (r *pgRows) Close() error {
 	r.rows.Close()
-	return r.rows.Err()
+	return r.Err()
 }

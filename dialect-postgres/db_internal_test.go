@@ -1,8 +1,12 @@
 package postgres
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestCheckVersion(t *testing.T) {
@@ -21,6 +25,24 @@ func TestCheckVersion(t *testing.T) {
 			t.Errorf("%d: %v", c.v, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%d: err = %v; want %q", c.v, err, c.want)
+		}
+	}
+}
+
+func TestTransient(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("plain"), false},
+		{&pgconn.PgError{Code: "40001"}, true},
+		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "40P01"}), true},
+		{&pgconn.PgError{Code: "55P03"}, true},
+		{&pgconn.PgError{Code: "23505"}, false},
+	} {
+		if got := Transient(c.err); got != c.want {
+			t.Errorf("Transient(%v) = %t; want %t", c.err, got, c.want)
 		}
 	}
 }

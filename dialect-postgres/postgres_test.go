@@ -228,6 +228,9 @@ func TestBackendTerminatedMidHandler(t *testing.T) {
 				switch {
 				case s.Err != nil:
 					failed++
+					if f.name != "lease" && !errors.Is(s.Err, postgres.ErrConnLost) {
+						t.Errorf("settlement error %v does not match postgres.ErrConnLost", s.Err)
+					}
 				case s.Verdict.Action == core.ActAck:
 					acked++
 				default:
