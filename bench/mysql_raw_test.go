@@ -126,55 +126,93 @@ func myRawRowLock(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
 	})
 }
 
-// myRawLease claims b rows by lease (select SKIP LOCKED, stamp the token and attempt + 1,
-// commit) and deletes them with one token-fenced statement in a transaction of its own. Both
-// IN-list statements read by the primary key (FORCE INDEX), as dialect-mysql sends them: with
-// a queue table's stale statistics the optimizer would otherwise scan, and scanning deletes
-// deadlock.
+// myRawLease runs the lease form as the engine does with one worker per claimant: each
+// transaction first settles the previous batch with one token-fenced DELETE, then claims the
+// next batch (select SKIP LOCKED, stamp the token and attempt + 1) and commits; a last
+// transaction settles the final batch. Both IN-list statements read by the primary key (FORCE
+// INDEX), as dialect-mysql sends them: with a queue table's stale statistics the optimizer
+// would otherwise scan, and scanning deletes lock every row they read.
 func myRawLease(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
-	return myRunWorkers(ctx, w, func(ctx context.Context) (int, error) {
-		now := time.Now().UTC().Truncate(time.Microsecond)
-		tok := now.Add(30 * time.Second)
-		tx, err := db.BeginTx(ctx, nil)
+	type batch struct {
+		tok time.Time
+		ids []any
+	}
+	settle := func(ctx context.Context, tx *sql.Tx, prev *batch) error {
+		if prev == nil || len(prev.ids) == 0 {
+			return nil
+		}
+		args := append([]any{prev.tok}, prev.ids...)
+		res, err := tx.ExecContext(ctx, myInList("DELETE `q` FROM `q` FORCE INDEX (PRIMARY) WHERE `locked_until` = ? AND `id` IN (", len(prev.ids), ")"), args...)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		rows, err := tx.QueryContext(ctx, myLeaseSelect, now, now, b)
-		if err != nil {
-			tx.Rollback()
-			return 0, err
+		if n, _ := res.RowsAffected(); n != int64(len(prev.ids)) {
+			return fmt.Errorf("fenced delete matched %d of %d rows: lease lost", n, len(prev.ids))
 		}
-		got, err := myScan(rows, make([]myRow, 0, b))
-		if err != nil || len(got) == 0 {
-			tx.Rollback()
-			return 0, err
-		}
-		args := make([]any, 0, len(got)+1)
-		args = append(args, tok)
-		for _, r := range got {
-			args = append(args, r.id)
-		}
-		if _, err := tx.ExecContext(ctx, myInList("UPDATE `q` FORCE INDEX (PRIMARY) SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (", len(got), ")"), args...); err != nil {
-			tx.Rollback()
-			return 0, err
-		}
-		if err := tx.Commit(); err != nil {
-			return 0, err
-		}
-		// One fenced delete for the batch: every row still holding this claim's token.
-		ftx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return 0, err
-		}
-		res, err := ftx.ExecContext(ctx, myInList("DELETE `q` FROM `q` FORCE INDEX (PRIMARY) WHERE `locked_until` = ? AND `id` IN (", len(got), ")"), args...)
-		if err != nil {
-			ftx.Rollback()
-			return 0, err
-		}
-		if n, _ := res.RowsAffected(); n != int64(len(got)) {
-			ftx.Rollback()
-			return 0, fmt.Errorf("fenced delete matched %d of %d rows: lease lost", n, len(got))
-		}
-		return len(got), ftx.Commit()
-	})
+		return nil
+	}
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, w)
+	for range w {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var prev *batch
+			for {
+				now := time.Now().UTC().Truncate(time.Microsecond)
+				tok := now.Add(30 * time.Second)
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := settle(ctx, tx, prev); err != nil {
+					tx.Rollback()
+					errs <- err
+					return
+				}
+				settled := 0
+				if prev != nil {
+					settled = len(prev.ids)
+				}
+				rows, err := tx.QueryContext(ctx, myLeaseSelect, now, now, b)
+				if err != nil {
+					tx.Rollback()
+					errs <- err
+					return
+				}
+				got, err := myScan(rows, make([]myRow, 0, b))
+				if err != nil {
+					tx.Rollback()
+					errs <- err
+					return
+				}
+				next := &batch{tok: tok}
+				for _, r := range got {
+					next.ids = append(next.ids, r.id)
+				}
+				if len(got) > 0 {
+					args := append([]any{tok}, next.ids...)
+					if _, err := tx.ExecContext(ctx, myInList("UPDATE `q` FORCE INDEX (PRIMARY) SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (", len(got), ")"), args...); err != nil {
+						tx.Rollback()
+						errs <- err
+						return
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					errs <- err
+					return
+				}
+				total.Add(int64(settled))
+				if len(got) == 0 {
+					return
+				}
+				prev = next
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return total.Load(), <-errs
 }
