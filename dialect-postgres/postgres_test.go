@@ -331,6 +331,25 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+	t.Run("unreachable server", func(t *testing.T) {
+		db, err := postgres.Open(context.Background(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2")
+		if err != nil {
+			t.Fatal(err) // pgxpool connects lazily: Open itself succeeds
+		}
+		a := core.New(core.WithoutSignals(), core.WithLogger(testLogger()))
+		a.Register(db)
+		ep, err := postgres.Lease(db, plainTable("jobs"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := core.Subscribe(a, ep, func(context.Context, *core.Message[string]) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		err = a.Run(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "postgres: read server version") {
+			t.Fatalf("err = %v", err)
+		}
+	})
 	t.Run("advisory key func", func(t *testing.T) {
 		if _, err := postgres.New(e.pool, postgres.AdvisoryKeyFunc("hashtext(%s)::bigint + %d")); err == nil {
 			t.Fatal("a key function with two verbs was accepted")
