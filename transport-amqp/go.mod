@@ -4,6 +4,6 @@ go 1.26
 
 require github.com/rabbitmq/amqp091-go v1.16.0
 
-require github.com/settlehq/settle/core v0.0.0 // indirect
+require github.com/settlehq/settle/core v0.0.0
 
 replace github.com/settlehq/settle/core => ../core
