@@ -553,3 +553,40 @@ func TestRetryCountOfWrongTypeCountsZero(t *testing.T) {
 		}
 	})
 }
+
+// The publishing API: a typed payload, headers, ids, persistence and publisher confirms, read
+// back with the broker's own client; a publish to a missing exchange is refused under confirms.
+func TestPublishTyped(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, true)
+		q := r.q("typed")
+		r.declare(q, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+		defer cancel()
+		if err := amqp.Publish(ctx, r.broker, "", q, Refund{ID: 9, Card: "4242"}, amqp.WithConfirm(),
+			amqp.WithHeaders(map[string]string{"tenant": "acme"}), amqp.WithMessageID("r-9"), amqp.WithCorrelationID("c-9")); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+		if err := amqp.Publish(ctx, r.broker, "", q, "plain", amqp.Transient(), amqp.WithPayloadCodec(core.Raw)); err != nil {
+			t.Fatalf("Publish transient: %v", err)
+		}
+		got := r.drain(q, 2)
+		if len(got) != 2 {
+			t.Fatalf("queue holds %d", len(got))
+		}
+		m := got[0]
+		if string(m.Body) != `{"id":9,"card":"4242"}` || m.ContentType != "application/json" || m.DeliveryMode != amqp091.Persistent ||
+			m.MessageId != "r-9" || m.CorrelationId != "c-9" || m.Headers["tenant"] != "acme" {
+			t.Fatalf("published %+v", m)
+		}
+		if got[1].DeliveryMode != amqp091.Transient || got[1].MessageId == "" || string(got[1].Body) != "plain" {
+			t.Fatalf("transient message %+v", got[1])
+		}
+		if err := amqp.Publish(ctx, r.broker, "no-such-exchange-"+q, "k", 1, amqp.WithConfirm()); err == nil {
+			t.Fatal("publish to a missing exchange succeeded under confirms")
+		}
+		if err := amqp.Publish(ctx, r.broker, "", q, 1, amqp.WithHeaders(map[string]string{"x-death": "no"})); err == nil {
+			t.Fatal("a reserved x- header was accepted")
+		}
+	})
+}
