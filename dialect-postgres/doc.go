@@ -41,6 +41,11 @@
 // Without it, subscriptions poll (sqlqueue.PollInterval) and publishes in the same process
 // still wake them at once.
 //
+// Errors of statements whose connection was closed under them (a terminated backend, a server
+// restart) match ErrConnLost: the server rolled back that connection's transaction and released
+// its locks, so nothing settled and the rows come back. Transient tells a handler which of its
+// own database errors are worth a retry.
+//
 // Start (called by App.Run) refuses servers older than PostgreSQL 11, with the version in the
 // error; endpoints refuse identifiers longer than 63 bytes, which PostgreSQL would truncate;
 // subscriptions check the table's columns and their types in the catalogue and name a missing

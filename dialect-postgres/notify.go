@@ -67,6 +67,8 @@ type listener struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	ready  chan struct{} // closed once the first LISTEN has succeeded
+	// firstErr is why the first LISTEN failed; done is closed then.
+	firstErr error
 }
 
 type regKey struct {
@@ -87,7 +89,7 @@ func (l *listener) add(ctx context.Context, oid uint32, group string, wake func(
 	l.n++
 	if l.n == 1 {
 		runCtx, cancel := context.WithCancel(context.Background())
-		l.cancel, l.done, l.ready = cancel, make(chan struct{}), make(chan struct{})
+		l.cancel, l.done, l.ready, l.firstErr = cancel, make(chan struct{}), make(chan struct{}), nil
 		go l.run(runCtx, l.done, l.ready)
 	}
 	ready, done := l.ready, l.done
@@ -99,7 +101,13 @@ func (l *listener) add(ctx context.Context, oid uint32, group string, wake func(
 		return remove, nil
 	case <-done:
 		remove()
-		return nil, errors.New("postgres: listener stopped before it was listening")
+		l.mu.Lock()
+		err := l.firstErr
+		l.mu.Unlock()
+		if err == nil {
+			err = errors.New("the listener stopped before it was listening")
+		}
+		return nil, fmt.Errorf("postgres: LISTEN: %w", err)
 	case <-ctx.Done():
 		remove()
 		return nil, ctx.Err()
@@ -186,6 +194,12 @@ func (l *listener) run(ctx context.Context, done, ready chan struct{}) {
 		conn, err := l.connect(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
+				return
+			}
+			if first { // nobody is listening yet: the subscription fails to open instead
+				l.mu.Lock()
+				l.firstErr = err
+				l.mu.Unlock()
 				return
 			}
 			backoff = nextBackoff(backoff)
