@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/settlehq/settle/dialect-mysql"
 )
 
 // The raw MariaDB loops run, by hand on database/sql and go-sql-driver/mysql, the statements
@@ -131,7 +133,9 @@ func myRawRowLock(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
 // next batch (select SKIP LOCKED, stamp the token and attempt + 1) and commits; a last
 // transaction settles the final batch. Both IN-list statements read by the primary key (FORCE
 // INDEX), as dialect-mysql sends them: with a queue table's stale statistics the optimizer
-// would otherwise scan, and scanning deletes lock every row they read.
+// would otherwise scan, and scanning deletes lock every row they read. A step that MariaDB
+// picks as a deadlock victim (two claims' SKIP LOCKED scans can wait on each other's freshly
+// deleted rows) runs again, as the engine's would.
 func myRawLease(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
 	type batch struct {
 		tok time.Time
@@ -151,6 +155,41 @@ func myRawLease(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
 		}
 		return nil
 	}
+	// step settles prev and claims the next batch in one transaction.
+	step := func(ctx context.Context, prev *batch) (*batch, int, error) {
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		next := &batch{tok: now.Add(30 * time.Second)}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return next, 0, err
+		}
+		defer tx.Rollback()
+		if err := settle(ctx, tx, prev); err != nil {
+			return next, 0, err
+		}
+		settled := 0
+		if prev != nil {
+			settled = len(prev.ids)
+		}
+		rows, err := tx.QueryContext(ctx, myLeaseSelect, now, now, b)
+		if err != nil {
+			return next, 0, err
+		}
+		got, err := myScan(rows, make([]myRow, 0, b))
+		if err != nil {
+			return next, 0, err
+		}
+		for _, r := range got {
+			next.ids = append(next.ids, r.id)
+		}
+		if len(got) > 0 {
+			args := append([]any{next.tok}, next.ids...)
+			if _, err := tx.ExecContext(ctx, myInList("UPDATE `q` FORCE INDEX (PRIMARY) SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (", len(got), ")"), args...); err != nil {
+				return next, 0, err
+			}
+		}
+		return next, settled, tx.Commit()
+	}
 	var total atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, w)
@@ -160,52 +199,18 @@ func myRawLease(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
 			defer wg.Done()
 			var prev *batch
 			for {
-				now := time.Now().UTC().Truncate(time.Microsecond)
-				tok := now.Add(30 * time.Second)
-				tx, err := db.BeginTx(ctx, nil)
+				next, settled, err := step(ctx, prev)
+				for tries := 0; err != nil && mysql.Transient(err) && tries < 5; tries++ {
+					// A deadlock rolled the whole transaction back: the previous batch still
+					// holds its token, so settling and claiming again is the same step.
+					next, settled, err = step(ctx, prev)
+				}
 				if err != nil {
-					errs <- err
-					return
-				}
-				if err := settle(ctx, tx, prev); err != nil {
-					tx.Rollback()
-					errs <- err
-					return
-				}
-				settled := 0
-				if prev != nil {
-					settled = len(prev.ids)
-				}
-				rows, err := tx.QueryContext(ctx, myLeaseSelect, now, now, b)
-				if err != nil {
-					tx.Rollback()
-					errs <- err
-					return
-				}
-				got, err := myScan(rows, make([]myRow, 0, b))
-				if err != nil {
-					tx.Rollback()
-					errs <- err
-					return
-				}
-				next := &batch{tok: tok}
-				for _, r := range got {
-					next.ids = append(next.ids, r.id)
-				}
-				if len(got) > 0 {
-					args := append([]any{tok}, next.ids...)
-					if _, err := tx.ExecContext(ctx, myInList("UPDATE `q` FORCE INDEX (PRIMARY) SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (", len(got), ")"), args...); err != nil {
-						tx.Rollback()
-						errs <- err
-						return
-					}
-				}
-				if err := tx.Commit(); err != nil {
 					errs <- err
 					return
 				}
 				total.Add(int64(settled))
-				if len(got) == 0 {
+				if len(next.ids) == 0 {
 					return
 				}
 				prev = next
