@@ -30,16 +30,17 @@ type pendingAck struct {
 // order; a settled acknowledgement is marked in the window of tags not yet finalized. A flush
 // sends one basic.ack with multiple=true for the contiguous run of finalized tags from the
 // lowest (rejected tags in the run are no longer outstanding, so the range never covers a tag
-// that must not be acknowledged), and acknowledges tags above a gap one by one only when the
-// batch is full or the subscription is idle, so out-of-order workers still ack in ranges.
+// that must not be acknowledged), and acknowledges tags above a gap one by one only when half
+// the prefetch waits there or the gap outlives a flush interval, so out-of-order workers still
+// ack in ranges.
 // Rejections are sent at once, one per message. Abandoned deliveries are rejected with requeue,
 // so no range ever acknowledges them.
 //
-// A flush happens when the batch is full (half the prefetch, at most 128, so the
-// server's window never stalls), flushInterval after the first acknowledgement of a batch (tags
-// above a gap wait one more interval for it to close), and before the consumer closes. The interval is wall time, not the App's clock: it is a batching
-// window like a network delay, which no outcome depends on, and on a virtual clock it must not
-// wait for Advance.
+// A flush happens when the batch is full (half the prefetch, at most 128, so the server's
+// window never stalls), flushInterval after the first acknowledgement of a batch (tags above a
+// gap wait one more interval for it to close), and before the consumer closes. The interval is
+// wall time, not the App's clock: it is a batching window like a network delay, which no
+// outcome depends on, and on a virtual clock it must not wait for Advance.
 type acker struct {
 	s       *session
 	mu      sync.Mutex
