@@ -246,4 +246,5 @@ func (c *consumer) Close() error {
 }
 
 // flushInterval bounds how long a settled acknowledgement waits for others to share its frame.
-const flushInterval = 2 * time.Millisecond
+// A variable only so that a test can widen it (SetFlushInterval in export_test.go).
+var flushInterval = 2 * time.Millisecond
