@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -258,38 +259,78 @@ func (db *DB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 }
 
 // txn is a transaction; rw is nil for a caller's transaction (InTx).
+//
+// Until its first query, a transaction keeps the statements it ran and the rows each one
+// matched, so that a claim which InnoDB rolls back as a deadlock victim can run again in a fresh
+// transaction after the same statements (the engine settles finished deliveries and then
+// claims, in one transaction). A replayed statement that matches a different number of rows
+// than the first time means the rows moved on; the replay is then abandoned and the claim's
+// error returned.
 type txn struct {
-	tx    *sql.Tx
-	rw    *rewriter
-	used  bool                                       // a statement has run in it
-	begin func(ctx context.Context) (*sql.Tx, error) // begins a replacement (restart)
+	tx     *sql.Tx
+	rw     *rewriter
+	begin  func(ctx context.Context) (*sql.Tx, error) // begins a replacement (restart); nil: none
+	log    []loggedExec
+	reads  bool // a query has run: what came before it can no longer be replayed
+	broken bool // a statement failed
 }
 
+type loggedExec struct {
+	sql     string
+	args    []any
+	matched int64
+}
+
+// errReplay is returned by restart when a replayed statement matched other rows.
+var errReplay = errors.New("mysql: replaying the transaction's statements matched other rows")
+
 func (t *txn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
-	t.used = true
 	if t.rw != nil {
 		q = t.rw.sql(q)
 	}
-	return result(t.tx.ExecContext(ctx, q, args...))
+	r, err := result(t.tx.ExecContext(ctx, q, args...))
+	switch {
+	case err != nil:
+		t.broken = true
+	case !t.reads && t.begin != nil:
+		t.log = append(t.log, loggedExec{sql: q, args: slices.Clone(args), matched: r.RowsAffected})
+	}
+	return r, err
 }
 
 func (t *txn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
-	t.used = true
+	t.reads = true
 	if t.rw != nil {
 		q = t.rw.sql(q)
 	}
 	return rowsOf(t.tx.QueryContext(ctx, q, args...))
 }
 
-// restart rolls the transaction back and begins it again in place, for a claim that lost a
-// race for locks as the first work of its transaction.
-func (t *txn) restart(ctx context.Context) error {
+// replayable reports whether restart could rebuild the transaction as it stands.
+func (t *txn) replayable() bool { return t.begin != nil && !t.reads && !t.broken }
+
+// restart rolls the transaction back, begins it again in place and runs again the statements
+// that preceded the claim (the first n of the log), checking that each matches the rows it
+// matched the first time.
+func (t *txn) restart(ctx context.Context, n int) error {
 	_ = t.tx.Rollback()
 	tx, err := t.begin(ctx)
 	if err != nil {
+		t.broken = true
 		return err
 	}
-	t.tx, t.used = tx, false
+	t.tx, t.reads, t.log = tx, false, t.log[:n]
+	for _, e := range t.log {
+		r, err := tx.ExecContext(ctx, e.sql, e.args...)
+		if err != nil {
+			t.broken = true
+			return edgeErr(err)
+		}
+		if m, _ := r.RowsAffected(); m != e.matched {
+			t.broken = true
+			return errReplay
+		}
+	}
 	return nil
 }
 

@@ -134,14 +134,20 @@ const claimRetries = 5
 
 // retryingClaim runs a claim again when InnoDB chose it as a deadlock victim (1213) or it
 // waited too long for a lock (1205): the server has rolled back the transaction or the
-// statement, nothing was claimed, and a fresh transaction is the cure. It restarts the claim's
-// transaction in place when the claim is the first work in it (as the engine's claims are), so
-// such an error never reaches the engine, let alone a handler.
+// statement, nothing was claimed, and a fresh transaction is the cure. The claim's transaction
+// is restarted in place, with the statements that preceded the claim in it run again (the
+// engine settles finished deliveries and claims in one transaction); when they no longer
+// match the same rows, or a query preceded the claim, the error is returned to the engine,
+// which settles on its own and claims again later. Either way no handler sees it.
 type retryingClaim struct{ inner sqlqueue.Claim }
 
 func (c retryingClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueue.ClaimParams, dst []sqlqueue.Claimed) ([]sqlqueue.Claimed, error) {
-	t, restartable := tx.(*txn)
-	restartable = restartable && !t.used && t.begin != nil
+	t, ok := tx.(*txn)
+	restartable := ok && t.replayable()
+	prefix := 0
+	if restartable {
+		prefix = len(t.log)
+	}
 	start := len(dst)
 	for i := 0; ; i++ {
 		out, err := c.inner.Claim(ctx, tx, p, dst)
@@ -150,8 +156,8 @@ func (c retryingClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueu
 		}
 		clear(out[start:])
 		dst = out[:start]
-		if rerr := t.restart(ctx); rerr != nil {
-			return dst, fmt.Errorf("%w (restarting the claim's transaction after: %w)", rerr, err)
+		if rerr := t.restart(ctx, prefix); rerr != nil {
+			return dst, fmt.Errorf("%w (restarting the claim's transaction after it failed: %v)", err, rerr)
 		}
 	}
 }

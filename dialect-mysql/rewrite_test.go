@@ -99,9 +99,10 @@ func TestPinnedSettlementUsesPrimaryKey(t *testing.T) {
 
 // fakeClaim fails with err the first n times, then claims with the real claim.
 type fakeClaim struct {
-	n    int
-	err  error
-	real sqlqueue.Claim
+	n      int
+	err    error
+	real   sqlqueue.Claim
+	onFail func()
 }
 
 func (f *fakeClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueue.ClaimParams, dst []sqlqueue.Claimed) ([]sqlqueue.Claimed, error) {
@@ -110,6 +111,9 @@ func (f *fakeClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueue.C
 		// The failed attempt ran a statement of its own, as a deadlocked claim does.
 		if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
 			return dst, err
+		}
+		if f.onFail != nil {
+			f.onFail()
 		}
 		return append(dst, sqlqueue.Claimed{ID: -1}), f.err
 	}
@@ -136,43 +140,73 @@ func TestClaimRetriedAfterDeadlock(t *testing.T) {
 	lockWait := &gomysql.MySQLError{Number: errLockWaitTimeout, Message: "Lock wait timeout exceeded"}
 	p := sqlqueue.ClaimParams{Now: Epoch(), Limit: 10, Group: "q"}
 
+	if _, err := db.Unwrap().ExecContext(ctx, "CREATE TABLE side (n INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name    string
 		fails   int
 		err     error
-		used    bool // a statement ran in the transaction before the claim
+		before  string // a statement run in the transaction before the claim
+		query   bool   // run it as a query
+		meddle  string // run on another connection while the claim fails
 		wantErr error
+		side    int // rows in side afterwards
 	}{
 		{name: "deadlock twice", fails: 2, err: deadlock},
 		{name: "lock wait timeout", fails: 1, err: lockWait},
 		{name: "past the retries", fails: claimRetries + 1, err: deadlock, wantErr: deadlock},
 		{name: "other error", fails: 1, err: errors.New("boom"), wantErr: errors.New("boom")},
-		{name: "not first in its transaction", fails: 1, err: deadlock, used: true, wantErr: deadlock},
+		{name: "after a statement, replayed", fails: 1, err: deadlock, before: "INSERT INTO side VALUES (1)", side: 1},
+		{name: "after a query", fails: 1, err: deadlock, before: "SELECT 1", query: true, wantErr: deadlock},
+		{name: "replay matches other rows", fails: 1, err: deadlock, before: "DELETE FROM side WHERE n = 7",
+			meddle: "INSERT INTO side VALUES (7)", wantErr: deadlock, side: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if _, err := db.Unwrap().ExecContext(ctx, "DELETE FROM side"); err != nil {
+				t.Fatal(err)
+			}
 			tx, err := db.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer tx.Rollback(ctx)
-			if c.used {
-				if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+			switch {
+			case c.before != "" && c.query:
+				rows, err := tx.Query(ctx, c.before)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows.Close()
+			case c.before != "":
+				if _, err := tx.Exec(ctx, c.before); err != nil {
 					t.Fatal(err)
 				}
 			}
-			claim := retryingClaim{inner: &fakeClaim{n: c.fails, err: c.err, real: realClaim.(retryingClaim).inner}}
-			got, err := claim.Claim(ctx, tx, p, nil)
+			fake := &fakeClaim{n: c.fails, err: c.err, real: realClaim.(retryingClaim).inner}
+			if c.meddle != "" {
+				fake.onFail = func() {
+					if _, err := db.Unwrap().ExecContext(ctx, c.meddle); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			got, err := retryingClaim{inner: fake}.Claim(ctx, tx, p, nil)
 			if c.wantErr != nil {
-				if err == nil || err.Error() != c.wantErr.Error() {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr.Error()) {
 					t.Fatalf("Claim = %v, %v; want %v", got, err, c.wantErr)
 				}
-				return
+			} else {
+				if err != nil || len(got) != 2 || got[0].ID < 1 || got[0].Attempt != 1 {
+					t.Fatalf("Claim = %+v, %v; want both rows at attempt 1", got, err)
+				}
+				if err := tx.Commit(ctx); err != nil {
+					t.Fatalf("committing the restarted transaction: %v", err)
+				}
 			}
-			if err != nil || len(got) != 2 || got[0].ID < 1 || got[0].Attempt != 1 {
-				t.Fatalf("Claim = %+v, %v; want both rows at attempt 1", got, err)
-			}
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatalf("committing the restarted transaction: %v", err)
+			var n int
+			if err := db.Unwrap().QueryRowContext(ctx, "SELECT COUNT(*) FROM side").Scan(&n); err != nil || n != c.side {
+				t.Fatalf("side holds %d rows (%v); want %d", n, err, c.side)
 			}
 		})
 	}
