@@ -50,9 +50,12 @@
 // checks at start-up that id is the table's primary key and that locked_until and retry_after
 // keep microseconds (DATETIME(6) or TIMESTAMP(6)); CreateTableSQL writes such a table. A claim
 // that InnoDB picks as a deadlock victim (1213) or that waits too long for a lock (1205) is run
-// again in a fresh transaction inside the dialect (Transient), so neither error reaches the
-// engine or a handler. A statement whose connection the server dropped reports ErrConnLost;
-// the server has rolled its transaction back, so the rows come back to a later claim.
+// again in a fresh transaction inside the dialect (Transient), after the settlement statements
+// that preceded it in the same transaction are replayed and found to match the same rows; when
+// they do not, the error goes to the engine, which settles on its own and claims again after a
+// backoff. Either way no handler sees it and no row is lost. A statement whose connection the
+// server dropped reports ErrConnLost; the server has rolled its transaction back, so the rows
+// come back to a later claim.
 //
 // # Tests
 //
