@@ -41,6 +41,7 @@ var (
 	_ sqlqueue.RowLockDialect  = (*dialect)(nil)
 	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
 	_ sqlqueue.Mover           = (*dialect)(nil)
+	_ sqlqueue.AdvisoryFilter  = (*dialect)(nil)
 	_ sqlqueue.Notifier        = (*notifyDialect)(nil)
 )
 
@@ -220,6 +221,17 @@ func (d *dialect) Unlock(ctx context.Context, c sqlqueue.Conn, key string) error
 // would then be ambiguous.)
 func (*dialect) KeyText(expr string) string {
 	return "(tableoid::text || ':' || COALESCE((" + expr + ")::text, ''))"
+}
+
+// KeyFree skips rows whose advisory key any session holds: the key's bigint, as keyFunc makes
+// it, is not among the advisory locks pg_locks lists for this database. (A bigint lock shows
+// in pg_locks as classid = its high 32 bits, objid = its low 32 bits, objsubid = 1.) PostgreSQL
+// runs the subquery once per candidates query, not once per row.
+func (d *dialect) KeyFree(prefix, keyText string) string {
+	return fmt.Sprintf(d.keyFunc, "('"+prefix+"' || "+keyText+")") +
+		" NOT IN (SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l" +
+		" WHERE l.locktype = 'advisory' AND l.objsubid = 1" +
+		" AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
 }
 
 // MoveStatement moves rows in one statement: WITH moved AS (DELETE … RETURNING *) INSERT INTO

@@ -427,3 +427,65 @@ func TestNamedSchema(t *testing.T) {
 		t.Fatalf("dead letter holds %d rows; want the bad one", n)
 	}
 }
+
+// TestAdvisorySkipsKeysHeldElsewhere: a row whose advisory key another session holds is left
+// out of the candidates query (pg_locks), so a claimant with a window of one row takes the
+// next free row at once instead of trying the held one and waiting for the poll (which, on
+// the virtual clock, never comes).
+func TestAdvisorySkipsKeysHeldElsewhere(t *testing.T) {
+	e := setup(t)
+	e.standard("jobs")
+	ctx := context.Background()
+	pub, err := postgres.NewPublisher(e.db, plainTable("jobs"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"held", "free"} {
+		if _, err := sqlqueue.Publish(ctx, pub, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := newPool(t, e.schema, 1)
+	defer other.Close()
+	conn, err := other.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// The key the engine locks for a row: "<table>:" and the dialect's KeyText of its id.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('jobs:' || tableoid::text || ':' || id::text, 0))
+		FROM jobs WHERE id = (SELECT min(id) FROM jobs)`); err != nil {
+		t.Fatal(err)
+	}
+	v := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	a := newApp(e, v)
+	ep, err := postgres.Advisory(e.db, plainTable("jobs"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 2)
+	if err := core.Subscribe(a.App, ep, func(_ context.Context, m *core.Message[string]) error {
+		got <- m.Payload
+		return nil
+	}, sqlqueue.BatchSize(1)); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t)
+	if s := a.next(t); s.Err != nil || s.Verdict.Action != core.ActAck {
+		t.Fatalf("settlement = %+v", s)
+	}
+	if p := <-got; p != "free" {
+		t.Fatalf("took %q, want the row whose key is free", p)
+	}
+	if n := e.count(`SELECT count(*) FROM jobs`); n != 1 {
+		t.Fatalf("%d rows left, want the held one", n)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+		t.Fatal(err)
+	}
+	idle(t, v, 1)
+	v.Advance(sqlqueue.DefaultPollInterval)
+	if p := <-got; p != "held" {
+		t.Fatalf("took %q after the key was released", p)
+	}
+}

@@ -107,7 +107,7 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 	}
 	rows.Close()
 	a.buf, a.pos = a.buf[:0], 0
-	prefix := rt.table + ":"
+	prefix := rt.keyPrefix()
 	for _, c := range cands {
 		if len(free) == 0 {
 			break

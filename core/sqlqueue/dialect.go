@@ -207,6 +207,18 @@ type AdvisoryDialect interface {
 	KeyText(expr string) string
 }
 
+// AdvisoryFilter is an optional interface of an AdvisoryDialect whose database can tell, inside
+// a query, whether an advisory key is held by any session (PostgreSQL's pg_locks, MySQL's
+// IS_USED_LOCK). The engine then adds it to the advisory form's candidates query, so rows whose
+// key another claimant holds are skipped without a TryLock round trip and never fill the
+// candidate window while free rows wait behind them.
+type AdvisoryFilter interface {
+	// KeyFree returns a SQL predicate that holds when the key TryLock would be given for a row
+	// is held by no session. That key is prefix (a literal of letters, digits, _, $, . and :,
+	// safe to quote) followed by the text of keyText (the KeyText expression over the row).
+	KeyFree(prefix, keyText string) string
+}
+
 // Mover is an optional interface of a Dialect that moves a row to another table in one
 // statement (PostgreSQL: WITH moved AS (DELETE … RETURNING …) INSERT … SELECT …). Without it
 // the engine copies, then deletes, in one transaction.

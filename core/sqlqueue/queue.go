@@ -247,6 +247,9 @@ func (rt *runtime) nextToken(t time.Time) time.Time {
 	}
 }
 
+// keyPrefix starts every advisory key of the queue's rows: the table's name and a colon.
+func (rt *runtime) keyPrefix() string { return rt.table + ":" }
+
 func (rt *runtime) now() time.Time { return rt.clock.Now().UTC().Truncate(time.Microsecond) }
 
 // waitReady waits for the poll interval, a wake-up, or ctx.

@@ -126,7 +126,11 @@ func (rt *runtime) render() error {
 			key = "(" + rt.cfg.advisoryKey + ")"
 		}
 		b := &binder{d: d}
-		st.candidates = "SELECT " + s.ID + ", " + ad.KeyText(key) + " FROM " + s.QTable + " WHERE " + s.ready(FormAdvisory, b) +
+		where := s.ready(FormAdvisory, b)
+		if af, ok := ad.(AdvisoryFilter); ok {
+			where += " AND " + af.KeyFree(rt.keyPrefix(), ad.KeyText(key))
+		}
+		st.candidates = "SELECT " + s.ID + ", " + ad.KeyText(key) + " FROM " + s.QTable + " WHERE " + where +
 			" ORDER BY " + s.ID + " LIMIT " + b.ph(slotLimit)
 		st.candB = b
 		tb := &binder{d: d, slots: []slot{0}} // placeholder 1 is the id
