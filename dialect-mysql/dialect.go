@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/settlehq/settle/core/sqlqueue"
@@ -141,6 +142,9 @@ const claimRetries = 5
 // which settles on its own and claims again later. Either way no handler sees it.
 type retryingClaim struct{ inner sqlqueue.Claim }
 
+// claimRestarts counts restarted claims, for tests to report.
+var claimRestarts atomic.Int64
+
 func (c retryingClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueue.ClaimParams, dst []sqlqueue.Claimed) ([]sqlqueue.Claimed, error) {
 	t, ok := tx.(*txn)
 	restartable := ok && t.replayable()
@@ -156,6 +160,7 @@ func (c retryingClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueu
 		}
 		clear(out[start:])
 		dst = out[:start]
+		claimRestarts.Add(1)
 		if rerr := t.restart(ctx, prefix); rerr != nil {
 			return dst, fmt.Errorf("%w (restarting the claim's transaction after it failed: %v)", err, rerr)
 		}

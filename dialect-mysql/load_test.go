@@ -119,6 +119,8 @@ func TestConcurrentClaimantsUnderLoad(t *testing.T) {
 					t.Errorf("logged: %s", text)
 				}
 			}
+			t.Logf("%s: %d messages acknowledged once each; claims restarted after a deadlock or lock wait timeout so far (all forms): %d",
+				f.name, len(acked), claimRestarts.Load())
 			var left int
 			if err := db.Unwrap().QueryRowContext(ctx, "SELECT COUNT(*) FROM jobs").Scan(&left); err != nil || left != 0 {
 				t.Errorf("%d rows left in the queue (%v)", left, err)
