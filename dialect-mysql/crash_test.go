@@ -147,8 +147,9 @@ func TestCrash(t *testing.T) {
 }
 
 type child struct {
-	cmd   *exec.Cmd
-	lines chan string
+	cmd      *exec.Cmd
+	lines    chan string
+	watchdog *time.Timer
 }
 
 func startChild(t *testing.T, form, dsn string, shift time.Duration, block int) *child {
@@ -163,7 +164,9 @@ func startChild(t *testing.T, form, dsn string, shift time.Duration, block int) 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, lines: make(chan string)}
+	// A consumer that stops making progress is killed after a while, so that the test fails
+	// with what it saw instead of hanging.
+	c := &child{cmd: cmd, lines: make(chan string), watchdog: time.AfterFunc(90*time.Second, func() { _ = cmd.Process.Kill() })}
 	go func() {
 		defer close(c.lines)
 		sc := bufio.NewScanner(out)
@@ -178,6 +181,7 @@ func startChild(t *testing.T, form, dsn string, shift time.Duration, block int) 
 // kill sends SIGKILL and reaps the child; the rest of its output is drained.
 func (c *child) kill(t *testing.T) {
 	t.Helper()
+	c.watchdog.Stop()
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
