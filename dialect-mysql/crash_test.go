@@ -3,6 +3,7 @@ package mysql
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -182,7 +183,7 @@ func startChild(t *testing.T, form, dsn string, shift time.Duration, block int) 
 func (c *child) kill(t *testing.T) {
 	t.Helper()
 	c.watchdog.Stop()
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		t.Fatal(err)
 	}
 	for range c.lines {
