@@ -42,6 +42,7 @@ var (
 	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
 	_ sqlqueue.Mover           = (*dialect)(nil)
 	_ sqlqueue.AdvisoryFilter  = (*dialect)(nil)
+	_ sqlqueue.GroupedRowLock  = (*dialect)(nil)
 	_ sqlqueue.Notifier        = (*notifyDialect)(nil)
 )
 
@@ -222,6 +223,10 @@ func (d *dialect) Unlock(ctx context.Context, c sqlqueue.Conn, key string) error
 func (*dialect) KeyText(expr string) string {
 	return "(tableoid::text || ':' || COALESCE((" + expr + ")::text, ''))"
 }
+
+// GroupRowLockSettlements: a claim's acks and drops run as one DELETE (or UPDATE) … WHERE id
+// IN (…) at its commit; PostgreSQL locks exactly the rows it names.
+func (*dialect) GroupRowLockSettlements() bool { return true }
 
 // KeyFree skips rows whose advisory key any session holds: the key's bigint, as keyFunc makes
 // it, is not among the advisory locks pg_locks lists for this database. (A bigint lock shows

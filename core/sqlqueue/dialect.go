@@ -219,6 +219,15 @@ type AdvisoryFilter interface {
 	KeyFree(prefix, keyText string) string
 }
 
+// GroupedRowLock is an optional interface of a RowLockDialect whose database settles many
+// locked rows of one claim safely with one statement (DELETE … WHERE id IN (…)). The engine then
+// runs a claim's plain acks and drops that way at its commit instead of one statement per row.
+// InnoDB does not qualify: under concurrent claimants its IN-list DELETE locks beyond the named
+// rows and deadlocks, so MySQL and MariaDB settle row by row.
+type GroupedRowLock interface {
+	GroupRowLockSettlements() bool
+}
+
 // Mover is an optional interface of a Dialect that moves a row to another table in one
 // statement (PostgreSQL: WITH moved AS (DELETE … RETURNING …) INSERT … SELECT …). Without it
 // the engine copies, then deletes, in one transaction.

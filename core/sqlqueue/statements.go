@@ -15,6 +15,7 @@ type statements struct {
 	done       string  // ack and drop: delete, or set processed_at (then now comes first)
 	doneMark   bool    // done sets processed_at
 	doneMany   *inList // lease: done for many ids sharing a token (token first, then ids)
+	doneIDs    *inList // row lock: done for many rows of one claim (now first when marking, then ids)
 	release    string  // lease: clear the lease (retry, abandon)
 	retry      string  // row lock: attempt + 1; "" when the form writes nothing
 	retryAfter string  // "" when the table has no retry_after column
@@ -65,6 +66,13 @@ func (rt *runtime) render() error {
 		st.done = "DELETE FROM " + s.QTable + fence()
 		if lease {
 			st.doneMany = newInList(d, "DELETE FROM "+s.QTable+" WHERE "+s.LockedUntil+" = "+p(1)+" AND "+s.ID+" IN (", ")", 2)
+		}
+	}
+	if f == FormRowLock {
+		if st.doneMark {
+			st.doneIDs = newInList(d, "UPDATE "+s.QTable+" SET "+s.ProcessedAt+" = "+p(1)+" WHERE "+s.ID+" IN (", ")", 2)
+		} else {
+			st.doneIDs = newInList(d, "DELETE FROM "+s.QTable+" WHERE "+s.ID+" IN (", ")", 1)
 		}
 	}
 	if lease {
