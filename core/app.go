@@ -140,7 +140,8 @@ func Subscribe[T any](a *App, ep Endpoint, h Handler[T], opts ...Option) error {
 // the process receives SIGINT or SIGTERM. It then stops taking messages, waits up to the
 // shutdown timeout for in-flight handlers and their settlements, closes the subscriptions'
 // sources and the backends in reverse order, and returns nil. A start-up failure is returned
-// with the backend or subscription it concerns; whatever had started is closed again.
+// with the backend or subscription it concerns; whatever had started is closed again. A stop
+// requested while Run is still starting (ctx done) closes what had started and returns nil.
 func (a *App) Run(ctx context.Context) error {
 	a.mu.Lock()
 	if a.ran {
@@ -165,10 +166,22 @@ func (a *App) Run(ctx context.Context) error {
 			}
 		}
 	}
+	// stoppedEarly: a start-up step failed because Run was told to stop while starting; that is
+	// a stop, not a failure.
+	stoppedEarly := func(err error) bool {
+		if ctx.Err() == nil {
+			return false
+		}
+		a.logger.Info("settle: stopped while starting", "cause", err)
+		return true
+	}
 	for _, b := range backends {
 		if s, ok := b.(Starter); ok {
 			if err := s.Start(ctx); err != nil {
 				closeBackends()
+				if stoppedEarly(err) {
+					return nil
+				}
 				return fmt.Errorf("settle: start backend %T: %w", b, err)
 			}
 		}
@@ -181,6 +194,9 @@ func (a *App) Run(ctx context.Context) error {
 				o.closeSource()
 			}
 			closeBackends()
+			if stoppedEarly(err) {
+				return nil
+			}
 			return fmt.Errorf("settle: subscription %q on %s: %w", s.name, s.queue, err)
 		}
 	}

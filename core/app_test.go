@@ -373,3 +373,34 @@ func BenchmarkDispatch(b *testing.B) {
 		})
 	}
 }
+
+// blockingEndpoint's Open waits until its context ends, as a slow server would.
+type blockingEndpoint struct{ opening chan struct{} }
+
+func (b blockingEndpoint) Queue() string { return "slow" }
+func (b blockingEndpoint) Open(ctx context.Context, _ core.Subscription) (core.Source, core.Finisher, error) {
+	close(b.opening)
+	<-ctx.Done()
+	return nil, nil, ctx.Err()
+}
+
+func TestStopWhileStartingIsAStop(t *testing.T) {
+	var log []string
+	app := core.New(core.WithoutSignals(), core.WithLogger(slog.New(slog.DiscardHandler)))
+	app.Register(orderedBackend{"a", &log})
+	ep := blockingEndpoint{opening: make(chan struct{})}
+	if err := core.Subscribe(app, ep, ack); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	<-ep.opening
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run stopped while starting returned %v, want nil", err)
+	}
+	if strings.Join(log, ",") != "start a,close a" {
+		t.Fatalf("backend order %v", log)
+	}
+}
