@@ -23,6 +23,7 @@ var (
 	_ sqlqueue.LeaseDialect    = (*dialect)(nil)
 	_ sqlqueue.RowLockDialect  = (*dialect)(nil)
 	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
+	_ sqlqueue.AdvisoryFilter  = (*dialect)(nil)
 )
 
 // skipLocked follows a claim's SELECT: rows another claim holds are passed over, not waited for.
@@ -225,4 +226,11 @@ func scanOne(rows sqlqueue.Rows, dst any) error {
 		return err
 	}
 	return rows.Close()
+}
+
+// KeyFree leaves rows whose GET_LOCK name another connection holds out of the advisory
+// candidates query: IS_USED_LOCK of the same name TryLock would take, spelled in SQL by
+// lockNameSQL (Go and SQL agree on every name, digests past 64 characters included).
+func (d *dialect) KeyFree(prefix, keyText string) string {
+	return "IS_USED_LOCK(" + lockNameSQL(d.lockPrefix+prefix, keyText) + ") IS NULL"
 }

@@ -7,19 +7,17 @@ import (
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
-// rewriter adjusts, at the module edge, the few engine statements whose MySQL spelling needs
-// more than the dialect interface lets a dialect say. It touches only statements on queue
-// tables this DB's endpoints were built for, in the exact shapes the engine renders them:
-//
-//   - DELETE and UPDATE statements that name their rows with an IN list (grouped lease
-//     settlement) get FORCE INDEX (PRIMARY). InnoDB's statistics of a queue table are nearly
-//     always stale (it fills and drains faster than they are recalculated), and with a small
-//     row estimate the optimizer scans the whole table; a scanning DELETE locks every row it
-//     reads and waits on rows other claimants hold, which turns concurrent settlements into
-//     lock waits and deadlocks (measured on MariaDB 10.11: the first grouped settlements after
-//     a bulk insert deadlock). By the primary key, each statement locks exactly its own rows.
-//   - The advisory form's candidate query gets AND IS_USED_LOCK(name) IS NULL, so that rows
-//     whose key another connection holds are not offered again and again.
+// rewriter adjusts, at the module edge, the engine statements whose MySQL spelling needs more
+// than the dialect interface lets a dialect say. It touches only statements on queue tables this
+// DB's endpoints were built for, in the exact shapes the engine renders them: DELETE and UPDATE
+// statements that name their rows with an IN list (grouped lease settlement) get FORCE INDEX
+// (PRIMARY). InnoDB's statistics of a queue table are nearly always stale (it fills and drains
+// faster than they are recalculated), and with a small row estimate the optimizer scans the
+// whole table; a scanning DELETE locks every row it reads and waits on rows other claimants
+// hold, which turns concurrent settlements into lock waits and deadlocks (measured on MariaDB
+// 10.11: the first grouped settlements after a bulk insert deadlock). By the primary key, each
+// statement locks exactly its own rows. (The advisory candidates' IS_USED_LOCK filter is the
+// dialect's KeyFree.)
 //
 // Rewritten statements are kept (there are a few per table: one per IN-list length); other
 // statements pass through unchanged and are not kept, so a handler's own SQL through the
@@ -31,8 +29,7 @@ type rewriter struct {
 }
 
 type queueTable struct {
-	qtable, qid string
-	lockPrefix  string // GET_LOCK names of this table's keys start with it
+	qtable string
 }
 
 // register makes the statements on table t eligible for rewriting.
@@ -41,7 +38,7 @@ func (r *rewriter) register(db *DB, t sqlqueue.Table) {
 	if err != nil {
 		return // the engine refuses the table with this error itself
 	}
-	qt := queueTable{qtable: s.QTable, qid: s.ID, lockPrefix: db.dialect.lockPrefix + t.Ref().String() + ":"}
+	qt := queueTable{qtable: s.QTable}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, x := range r.tables {
@@ -81,16 +78,6 @@ func (t queueTable) rewrite(q string) (string, bool) {
 		return "DELETE " + t.qtable + " FROM " + t.qtable + " FORCE INDEX (PRIMARY)" + q[len("DELETE FROM ")+len(t.qtable):], true
 	case strings.HasPrefix(q, "UPDATE "+t.qtable+" SET ") && strings.Contains(q, " IN ("):
 		return "UPDATE " + t.qtable + " FORCE INDEX (PRIMARY)" + q[len("UPDATE ")+len(t.qtable):], true
-	case strings.HasPrefix(q, "SELECT "+t.qid+", CAST("):
-		// SELECT id, CAST(key AS CHAR) FROM table WHERE ready ORDER BY id LIMIT ?
-		head := "SELECT " + t.qid + ", "
-		from := strings.LastIndex(q, " FROM "+t.qtable+" WHERE ") // the key expression may hold a subquery
-		order := strings.LastIndex(q, " ORDER BY ")
-		if from < len(head) || order < from {
-			return q, false
-		}
-		key := q[len(head):from]
-		return q[:order] + " AND IS_USED_LOCK(" + lockNameSQL(t.lockPrefix, key) + ") IS NULL" + q[order:], true
 	}
 	return q, false
 }
