@@ -139,7 +139,7 @@ func runHelper(mode string) {
 	case "not-a-plugin":
 		fmt.Println("hello, I am a command-line tool")
 	case "silent":
-		time.Sleep(time.Hour) // a binary that never speaks: the host's start timeout ends it
+		select {} // a binary that never speaks: the host's start timeout ends it
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 		os.Exit(2)
