@@ -114,10 +114,10 @@ func ValidIdent(s string) bool {
 func (t Table) Validate() error {
 	t = t.withDefaults()
 	if t.Schema != "" && !ValidIdent(t.Schema) {
-		return fmt.Errorf("sqlqueue: table %q: invalid schema name %q (letters, digits, _ and $, starting with a letter or _)", t.Name, t.Schema)
+		return fmt.Errorf("sqlqueue: table %q: invalid schema name %q (letters, digits, _ and $, starting with a letter or _, at most 63 bytes)", t.Name, t.Schema)
 	}
 	if !ValidIdent(t.Name) {
-		return fmt.Errorf("sqlqueue: invalid table name %q (letters, digits, _ and $, starting with a letter or _)", t.Name)
+		return fmt.Errorf("sqlqueue: invalid table name %q (letters, digits, _ and $, starting with a letter or _, at most 63 bytes)", t.Name)
 	}
 	seen := map[string]string{}
 	for _, c := range t.columns() {
@@ -144,7 +144,7 @@ func ParseTableRef(s string) (TableRef, error) {
 		r = TableRef{Name: s}
 	}
 	if (r.Schema != "" && !ValidIdent(r.Schema)) || !ValidIdent(r.Name) {
-		return TableRef{}, fmt.Errorf("sqlqueue: %q is not a valid table name (name or schema.name; letters, digits, _ and $)", s)
+		return TableRef{}, fmt.Errorf("sqlqueue: %q is not a valid table name (name or schema.name; letters, digits, _ and $, at most 63 bytes each)", s)
 	}
 	return r, nil
 }
