@@ -49,6 +49,7 @@ type item struct {
 	d       *delivery
 	v       core.Verdict
 	settled core.Settled
+	err     error // row lock: this delivery's own statement failed (the claim still commits)
 }
 
 func newLease(rt *runtime) *lease {

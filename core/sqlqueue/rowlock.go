@@ -135,12 +135,17 @@ func (r *rowLock) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, 
 			}
 		}
 	}
-	if b.failed == nil && !r.grouped(v) {
+	var own error
+	switch {
+	case b.failed != nil || r.grouped(v):
+	case rt.eventFor(v.Action) != nil:
+		own, b.failed = r.isolated(ctx, b, d, v)
+	default:
 		if _, err := rt.finish(ctx, b.tx, d, v, rt.now()); err != nil {
 			b.failed = err
 		}
 	}
-	b.results = append(b.results, item{d: d, v: v, settled: settled})
+	b.results = append(b.results, item{d: d, v: v, settled: settled, err: own})
 	b.left--
 	b.busy = false
 	last := b.left == 0
@@ -153,6 +158,27 @@ func (r *rowLock) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, 
 		default:
 		}
 	}
+}
+
+// isolated runs a custom event's statements behind a savepoint: the service's own SQL may fail
+// for one row, and that must not roll back the settlements of the rest of the claim. A failed
+// event is undone to the savepoint and reported for its delivery alone (own); its row is left
+// as it was and comes back after the claim commits. fatal is set when the savepoint itself
+// fails, which fails the whole claim.
+func (r *rowLock) isolated(ctx context.Context, b *rlBatch, d *delivery, v core.Verdict) (own, fatal error) {
+	if _, err := b.tx.Exec(ctx, "SAVEPOINT settle_event"); err != nil {
+		return nil, err
+	}
+	if _, err := r.rt.finish(ctx, b.tx, d, v, r.rt.now()); err != nil {
+		if _, rerr := b.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT settle_event"); rerr != nil {
+			return nil, rerr
+		}
+		own = err
+	}
+	if _, err := b.tx.Exec(ctx, "RELEASE SAVEPOINT settle_event"); err != nil {
+		return nil, err
+	}
+	return own, nil
 }
 
 // grouped reports whether v's statement waits for the claim's commit, to run as one statement
@@ -207,11 +233,15 @@ func (r *rowLock) commit(ctx context.Context, b *rlBatch) {
 		_ = b.tx.Rollback(ctx)
 	}
 	for _, it := range b.results {
-		if err == nil {
+		e := err
+		if e == nil {
+			e = it.err
+		}
+		if e == nil {
 			r.rt.wakeAfter(it.v)
 		}
 		if it.settled != nil {
-			it.settled(it.d, it.v, err)
+			it.settled(it.d, it.v, e)
 		}
 	}
 }

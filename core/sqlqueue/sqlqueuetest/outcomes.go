@@ -88,6 +88,7 @@ func RunOutcomes(t *testing.T, open Open) {
 				})
 			}
 			t.Run("custom_ack", func(t *testing.T) { t.Parallel(); customCase(t, open(t), fm.f) })
+			t.Run("custom_ack_failure_isolated", func(t *testing.T) { t.Parallel(); customFailureCase(t, open(t), fm.f) })
 			if fm.f != sqlqueue.FormAdvisory {
 				t.Run("custom_claim", func(t *testing.T) { t.Parallel(); customClaim(t, open(t), fm.f) })
 			}
@@ -300,6 +301,66 @@ func customCase(t *testing.T, f *Fixture, which sqlqueue.Form) {
 	rows := e.rows(tb)
 	if len(rows) != 1 || rows[0].Group != "archived" || rows[0].ProcessedAt != nil {
 		t.Errorf("rows = %+v; want the row moved to group archived by the custom ack, not marked processed", rows)
+	}
+}
+
+// customFailureCase: a custom ack whose SQL fails for one row of a claim fails that row's
+// settlement alone; the other rows of the same claim are settled, and the failed row is left
+// as it was (in the row-lock form, behind a savepoint in the claim's transaction).
+func customFailureCase(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	ids := []int64{e.publish(p, Refund{Card: "a"}), e.publish(p, Refund{Card: "poison"}), e.publish(p, Refund{Card: "c"})}
+	poison := ids[1]
+	d := f.Dialect
+	ev := func(ctx context.Context, in sqlqueue.EventInput) ([]sqlqueue.Statement, error) {
+		table := d.Quote("q")
+		if in.ID == poison {
+			table = d.Quote("no_such_table") // the service's SQL is wrong for this row
+		}
+		q := "UPDATE " + table + " SET " + d.Quote("grp") + " = " + d.Placeholder(1) + ", " + d.Quote("locked_until") +
+			" = NULL WHERE " + d.Quote("id") + " = " + d.Placeholder(2)
+		args := []any{"archived", in.ID}
+		if in.Form == sqlqueue.FormLease {
+			q += " AND " + d.Quote("locked_until") + " = " + d.Placeholder(3)
+			args = append(args, in.Token)
+		}
+		return []sqlqueue.Statement{{SQL: q, Args: args}}, nil
+	}
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, which), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error { return nil },
+		// Three workers: an advisory claimant retakes a row whose settlement failed at once, and
+		// with one worker that row would keep the next one waiting.
+		sqlqueue.OnEvent(sqlqueue.EventAck, ev), sqlqueue.BatchSize(3), core.Workers(3))
+	stop := e.run(a)
+	e.rec.WaitFor(func(all []core.Settlement) bool {
+		done := map[string]bool{}
+		failed := false
+		for _, s := range all {
+			if s.Err == nil {
+				done[s.Delivery.ID()] = true
+			} else if s.Delivery.ID() == fmt.Sprint(poison) {
+				failed = true
+			}
+		}
+		return failed && done[fmt.Sprint(ids[0])] && done[fmt.Sprint(ids[2])]
+	})
+	stop()
+	for _, s := range e.rec.Settlements() {
+		if s.Err != nil && s.Delivery.ID() != fmt.Sprint(poison) {
+			t.Errorf("row %s failed with the poison row's claim: %v", s.Delivery.ID(), s.Err)
+		}
+	}
+	for _, r := range e.rows(tb) {
+		want := "archived"
+		if r.ID == poison {
+			want = "q"
+		}
+		if r.Group != want {
+			t.Errorf("row %d is in group %q, want %q", r.ID, r.Group, want)
+		}
 	}
 }
 
