@@ -45,33 +45,6 @@ func mySeed(ctx context.Context, db *sql.DB, n int) error {
 // and returns how many rows it settled.
 type myRawLoop func(ctx context.Context, db *sql.DB, w, b int) (int64, error)
 
-// myRunWorkers runs w copies of step until each reports an empty table or fails.
-func myRunWorkers(ctx context.Context, w int, step func(ctx context.Context) (int, error)) (int64, error) {
-	var total atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, w)
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				n, err := step(ctx)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if n == 0 {
-					return
-				}
-				total.Add(int64(n))
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return total.Load(), <-errs
-}
-
 type myRow struct {
 	id      int64
 	payload []byte
@@ -104,7 +77,7 @@ const (
 // myRawRowLock claims b rows with FOR UPDATE SKIP LOCKED and deletes each in the claim
 // transaction (the engine's per-row finishing statement), whose one commit settles them all.
 func myRawRowLock(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
-	return myRunWorkers(ctx, w, func(ctx context.Context) (int, error) {
+	return runWorkers(ctx, w, func(ctx context.Context) (int, error) {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return 0, err
