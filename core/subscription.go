@@ -6,6 +6,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/settlehq/settle/core/clock"
 )
 
 // subscription is one mounted handler at run time: a dispatcher that takes deliveries from the
@@ -88,7 +90,7 @@ func (s *subscription) run(pullCtx, workCtx context.Context) {
 			}
 			backoff = nextBackoff(backoff)
 			s.info.Logger.Error("settle: taking the next delivery failed; trying again", "error", err, "backoff", backoff)
-			_ = sleep(pullCtx, s.app, backoff)
+			_ = clock.Sleep(pullCtx, s.app.clock, backoff)
 			continue
 		}
 		backoff = 0
@@ -108,17 +110,6 @@ func nextBackoff(d time.Duration) time.Duration {
 		return 5 * time.Second
 	}
 	return d * 2
-}
-
-func sleep(ctx context.Context, a *App, d time.Duration) error {
-	t := a.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C():
-		return nil
-	}
 }
 
 // DeliveryContext is implemented by a delivery that gives its handler a context of its own,

@@ -23,20 +23,10 @@ const (
 // Events lists every event, in order.
 var Events = []Event{EventClaim, EventAck, EventDrop, EventRetry, EventRetryAfter, EventDeadLetter}
 
+// String names e as sqlqueue names the event it stands for ("ack", "retry_after", …).
 func (e Event) String() string {
-	switch e {
-	case EventClaim:
-		return "claim"
-	case EventAck:
-		return "ack"
-	case EventDrop:
-		return "drop"
-	case EventRetry:
-		return "retry"
-	case EventRetryAfter:
-		return "retry_after"
-	case EventDeadLetter:
-		return "dead_letter"
+	if k, ok := eventKind(e); ok {
+		return k.String()
 	}
 	return "event(" + strconv.Itoa(int(e)) + ")"
 }

@@ -28,9 +28,7 @@ import (
 // logged.
 func (o *Outbox) Receiver() core.Option {
 	return core.OptionFunc(func(opts *core.Options) error {
-		opts.Middleware = append(opts.Middleware, o.receive)
-		opts.Observers = append(opts.Observers, o.settled)
-		return nil
+		return opts.Apply(core.Use(o.receive), core.OnSettled(o.settled))
 	})
 }
 

@@ -123,29 +123,28 @@ func UpdateReturningClaim(s *Schema, lockSuffix string) Claim {
 // lockSuffix (" FOR UPDATE SKIP LOCKED"), reporting attempt + 1. It is also the claim of a
 // custom dialect that needs only a SELECT.
 func SelectClaim(s *Schema, lockSuffix string) Claim {
+	sql, b := selectReady(s, FormRowLock, lockSuffix)
+	return &stmtClaim{sql: sql, b: b}
+}
+
+// selectReady renders the select of up to Limit ready rows of form f, oldest first, reporting
+// attempt + 1, with lockSuffix; the binder holds its arguments.
+func selectReady(s *Schema, f Form, lockSuffix string) (string, *binder) {
 	b := &binder{d: s.Dialect}
 	att := "1"
 	if s.Attempt != "" {
 		att = s.Attempt + " + 1"
 	}
-	where := s.ready(FormRowLock, b)
-	sql := "SELECT " + s.returned(att) + " FROM " + s.QTable + " WHERE " + where + " ORDER BY " + s.ID +
-		" LIMIT " + b.ph(slotLimit) + lockSuffix
-	return &stmtClaim{sql: sql, b: b}
+	where := s.ready(f, b)
+	return "SELECT " + s.returned(att) + " FROM " + s.QTable + " WHERE " + where + " ORDER BY " + s.ID +
+		" LIMIT " + b.ph(slotLimit) + lockSuffix, b
 }
 
 // SelectThenUpdateClaim is the lease claim of a dialect without UPDATE … RETURNING (MySQL,
 // MariaDB): it selects up to Limit ready rows with lockSuffix (" FOR UPDATE SKIP LOCKED"),
 // then stamps the token and attempt + 1 on them with one UPDATE, in the caller's transaction.
 func SelectThenUpdateClaim(s *Schema, lockSuffix string) Claim {
-	b := &binder{d: s.Dialect}
-	att := "1"
-	if s.Attempt != "" {
-		att = s.Attempt + " + 1"
-	}
-	where := s.ready(FormLease, b)
-	sel := "SELECT " + s.returned(att) + " FROM " + s.QTable + " WHERE " + where + " ORDER BY " + s.ID +
-		" LIMIT " + b.ph(slotLimit) + lockSuffix
+	sel, b := selectReady(s, FormLease, lockSuffix)
 	set := s.LockedUntil + " = " + s.Dialect.Placeholder(1)
 	if s.Attempt != "" {
 		set += ", " + s.Attempt + " = " + s.Attempt + " + 1"

@@ -131,6 +131,11 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 func (l *lease) take() []item {
 	l.qmu.Lock()
 	defer l.qmu.Unlock()
+	return l.popLocked()
+}
+
+// popLocked removes up to a flush's worth of items from the front of the queue; l.qmu is held.
+func (l *lease) popLocked() []item {
 	n := min(len(l.queue), l.rt.cfg.maxFlush)
 	if n == 0 {
 		return nil
@@ -364,15 +369,7 @@ func (l *lease) flushReady(force bool) time.Duration {
 			l.qmu.Unlock()
 			return rt.cfg.linger - waited
 		}
-		take := min(n, rt.cfg.maxFlush)
-		items := make([]item, take)
-		copy(items, l.queue)
-		rest := copy(l.queue, l.queue[take:])
-		clear(l.queue[rest:])
-		l.queue = l.queue[:rest]
-		if rest > 0 {
-			l.queued = rt.clock.Now()
-		}
+		items := l.popLocked()
 		l.qmu.Unlock()
 		l.flush(items)
 		force = false
