@@ -27,8 +27,10 @@ type Finisher interface {
 type Settled func(d Delivery, v Verdict, err error)
 
 // Source hands out deliveries for one subscription: a claim loop over a queue table, an AMQP
-// consumer. Core calls Next from one goroutine, and only when a worker is free to take the
-// delivery, so a source that claims in batches should not claim far more than it is asked for.
+// consumer. Core never calls Next concurrently (each call completes before the next begins,
+// though not always on the same goroutine: a free worker calls it for the delivery it will
+// handle), and only when a worker is free to take the delivery, so a source that claims in
+// batches should not claim far more than it is asked for.
 type Source interface {
 	// Next returns the next delivery, blocking until one is available or ctx is done (then it
 	// returns ctx.Err()). Any other error is logged by core, which calls Next again after a

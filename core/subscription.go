@@ -10,8 +10,8 @@ import (
 	"github.com/settlehq/settle/core/clock"
 )
 
-// subscription is one mounted handler at run time: a dispatcher that takes deliveries from the
-// source when a worker is free, and workers that handle, resolve and finish them.
+// subscription is one mounted handler at run time: workers that, one at a time, take the next
+// delivery from the source when they are free, then handle, resolve and finish it.
 type subscription struct {
 	name, queue string
 	ep          Endpoint
@@ -58,48 +58,52 @@ func (s *subscription) closeSource() {
 	})
 }
 
-// run dispatches until pullCtx is done, then waits for its workers and for every settlement.
+// run works until pullCtx is done, then waits for its workers and for every settlement. Each
+// worker takes its own next delivery from the source (one Next call at a time, under pull) and
+// handles it: no hand-off between goroutines on the way from the source to the handler, and
+// Next is still called only when a worker is free to take the delivery.
 func (s *subscription) run(pullCtx, workCtx context.Context) {
-	n := s.opts.Workers
-	work := make(chan Delivery)
-	free := make(chan struct{}, n)
+	var pull sync.Mutex
+	backoff := time.Duration(0) // guarded by pull
 	var workers sync.WaitGroup
-	for range n {
-		free <- struct{}{}
+	for range s.opts.Workers {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			for d := range work {
+			for {
+				pull.Lock()
+				d, ok := s.next(pullCtx, &backoff)
+				pull.Unlock()
+				if !ok {
+					return
+				}
 				s.process(workCtx, d)
-				free <- struct{}{}
 			}
 		}()
 	}
-	backoff := time.Duration(0)
+	workers.Wait()
+	s.inflight.Wait()
+}
+
+// next takes the next delivery from the source, retrying after a backoff on errors; false when
+// pullCtx is done. The caller holds the pull lock.
+func (s *subscription) next(pullCtx context.Context, backoff *time.Duration) (Delivery, bool) {
 	for pullCtx.Err() == nil {
-		select {
-		case <-free:
-		case <-pullCtx.Done():
-			continue
-		}
 		d, err := s.src.Next(pullCtx)
 		if err != nil {
-			free <- struct{}{}
 			if pullCtx.Err() != nil {
 				break
 			}
-			backoff = nextBackoff(backoff)
-			s.info.Logger.Error("settle: taking the next delivery failed; trying again", "error", err, "backoff", backoff)
-			_ = clock.Sleep(pullCtx, s.app.clock, backoff)
+			*backoff = nextBackoff(*backoff)
+			s.info.Logger.Error("settle: taking the next delivery failed; trying again", "error", err, "backoff", *backoff)
+			_ = clock.Sleep(pullCtx, s.app.clock, *backoff)
 			continue
 		}
-		backoff = 0
+		*backoff = 0
 		s.inflight.Add(1)
-		work <- d
+		return d, true
 	}
-	close(work)
-	workers.Wait()
-	s.inflight.Wait()
+	return nil, false
 }
 
 func nextBackoff(d time.Duration) time.Duration {

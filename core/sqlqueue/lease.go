@@ -20,7 +20,7 @@ import (
 type lease struct {
 	rt *runtime
 
-	// source side, used by core's dispatcher goroutine only
+	// source side, used by Next only (core never calls Next concurrently)
 	cur      *leaseBatch
 	pos      int
 	claimBuf []Claimed
@@ -54,7 +54,9 @@ type item struct {
 
 func newLease(rt *runtime) *lease {
 	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
-	go l.settler()
+	// The extension timer is armed before Open returns, not whenever the settler goroutine
+	// first runs: tests on the virtual clock count armed timers.
+	go l.settler(rt.clock.NewTimer(rt.cfg.lease / 2))
 	return l
 }
 
@@ -300,11 +302,10 @@ func (l *lease) poke() {
 }
 
 // settler flushes finished deliveries and extends leases; it owns every grouped statement.
-func (l *lease) settler() {
+func (l *lease) settler(ext clock.Timer) {
 	defer close(l.stopped)
 	rt := l.rt
 	half := rt.cfg.lease / 2
-	ext := rt.clock.NewTimer(half)
 	defer ext.Stop()
 	var linger clock.Timer
 	var lingerC <-chan time.Time
