@@ -109,6 +109,7 @@ func deleteAMQP(queue string) {
 // message, or with multiple every `every` messages (and on the last).
 func rawAMQP(every int) func(ctx context.Context, queue string, quorum bool, prefetch, n int) (time.Duration, error) {
 	return func(ctx context.Context, queue string, quorum bool, prefetch, n int) (time.Duration, error) {
+		start := time.Now() // every contender is timed from dialling to its N-th acknowledgement
 		c, err := amqp091.Dial(amqpURL())
 		if err != nil {
 			return 0, err
@@ -118,7 +119,6 @@ func rawAMQP(every int) func(ctx context.Context, queue string, quorum bool, pre
 		if err != nil {
 			return 0, err
 		}
-		start := time.Now()
 		if err := ch.Qos(prefetch, 0, false); err != nil {
 			return 0, err
 		}
@@ -207,6 +207,7 @@ func watermillAMQP(ctx context.Context, queue string, quorum bool, prefetch, n i
 	cfg := wamqp.NewDurableQueueConfig(amqpURL())
 	cfg.Consume.Qos.PrefetchCount = prefetch
 	cfg.Queue.Arguments = quorumArgs(quorum)
+	start := time.Now()
 	sub, err := wamqp.NewSubscriber(cfg, watermill.NopLogger{})
 	if err != nil {
 		return 0, err
@@ -214,7 +215,6 @@ func watermillAMQP(ctx context.Context, queue string, quorum bool, prefetch, n i
 	defer sub.Close()
 	subCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	start := time.Now()
 	msgs, err := sub.Subscribe(subCtx, queue)
 	if err != nil {
 		return 0, err
@@ -233,18 +233,40 @@ func watermillAMQP(ctx context.Context, queue string, quorum bool, prefetch, n i
 	return time.Since(start), nil
 }
 
+// amqpPicked reports whether SETTLE_BENCH_AMQP_WHO (comma-separated name fragments; empty for
+// all) picks the contender called name.
+func amqpPicked(name string) bool {
+	who := os.Getenv("SETTLE_BENCH_AMQP_WHO")
+	if who == "" {
+		return true
+	}
+	for _, w := range strings.Split(who, ",") {
+		if w != "" && strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
+}
+
 type amqpResult struct {
 	name  string
 	rates []float64
 }
 
-func (r amqpResult) best() float64 { return slices.Max(r.rates) }
+func (r amqpResult) best() float64 {
+	if len(r.rates) == 0 {
+		return 0
+	}
+	return slices.Max(r.rates)
+}
 
 // BenchmarkAMQP consumes and acknowledges persistent 200-byte messages through the raw
 // amqp091-go loop (per-message and multiple acknowledgements), settle, and watermill-amqp, on
 // classic and quorum queues at prefetch 1, 50 and 300, interleaved round by round on one
 // server. It prints each contender's best round in msgs/s and settle's ratios, and reports the
-// ratios as metrics. SETTLE_BENCH_AMQP_ONLY=classic/50 runs one case.
+// ratios as metrics. SETTLE_BENCH_AMQP_ONLY=classic/50 runs one case;
+// SETTLE_BENCH_AMQP_WHO=settle,multiple runs only the contenders whose names contain one of
+// the fragments (for profiles and quick comparisons).
 func BenchmarkAMQP(b *testing.B) {
 	if c, err := amqp091.Dial(amqpURL()); err != nil {
 		coretest.ServerUnavailable(b, "RabbitMQ", amqpURL(), err)
@@ -273,6 +295,9 @@ func BenchmarkAMQP(b *testing.B) {
 				for round := range amqpRounds(b) {
 					for i, c := range contenders {
 						results[i].name = c.name
+						if !amqpPicked(c.name) {
+							continue
+						}
 						q := fmt.Sprintf("settle-bench-%s-p%d-%d-%d", kind, p, round, i)
 						if err := seedAMQP(q, quorum, n); err != nil {
 							b.Fatalf("seed %s: %v", q, err)
@@ -290,7 +315,10 @@ func BenchmarkAMQP(b *testing.B) {
 				byName := map[string]float64{}
 				for _, r := range results {
 					byName[r.name] = r.best()
-					fmt.Printf("%-8s p=%-3d %-16s %8.0f msgs/s\n", kind, p, r.name, r.best())
+					if len(r.rates) == 0 {
+						continue
+					}
+					fmt.Printf("%-8s p=%-3d %-16s %8.0f msgs/s  (rounds %.0f)\n", kind, p, r.name, r.best(), r.rates)
 				}
 				settleBest := max(byName["settle w=1"], byName["settle w=8"])
 				fmt.Printf("%-8s p=%-3d settle w=1 / raw %.2f; best settle / raw multiple %.2f; best settle / watermill %.2f\n",

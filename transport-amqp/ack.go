@@ -36,9 +36,10 @@ type pendingAck struct {
 // Rejections are sent at once, one per message. Abandoned deliveries are rejected with requeue,
 // so no range ever acknowledges them.
 //
-// A flush happens when the batch is full (half the prefetch, at most 128, so the server's
-// window never stalls), flushInterval after the first acknowledgement of a batch (tags above a
-// gap wait one more interval for it to close), and before the consumer closes. The interval is
+// A flush happens when the batch is full (the prefetch, at most 128: as few frames as the
+// window allows, which is what RabbitMQ's throughput depends on, classic or quorum),
+// flushInterval after the first acknowledgement of a batch (tags above a gap wait one more
+// interval for it to close, unless half a batch waits there), and before the consumer closes. The interval is
 // wall time, not the App's clock: it is a batching window like a network delay, which no
 // outcome depends on, and on a virtual clock it must not wait for Advance.
 type acker struct {
@@ -172,7 +173,7 @@ func (a *acker) flushLocked(all bool) ([]pendingAck, error) {
 				above++
 			}
 		}
-		if above > 0 && (all || above >= a.s.c.batch) {
+		if above > 0 && (all || above >= (a.s.c.batch+1)/2) {
 			for j := i; j < len(a.window) && err == nil; j++ {
 				if a.window[j] == tagAcking {
 					if err = gone(a.s.ch.Ack(a.base+uint64(j), false)); err == nil {

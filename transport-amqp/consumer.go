@@ -68,7 +68,7 @@ func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscriptio
 	c.delay = newDelayer(c)
 	c.batch = 64
 	if cfg.prefetch > 0 {
-		c.batch = min(max(cfg.prefetch/2, 1), 128)
+		c.batch = min(cfg.prefetch, 128) // a window's worth of acknowledgements per frame; see acker
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err

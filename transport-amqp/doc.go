@@ -69,7 +69,7 @@
 //
 // Prefetch(n) sets basic.qos per subscription; core.Workers(n) runs handlers concurrently.
 // Acknowledgements are coalesced: a contiguous run of settled delivery tags goes out as one
-// basic.ack with multiple=true when half the prefetch (at most 128) has settled or 2ms after the first
+// basic.ack with multiple=true when a prefetch's worth (at most 128) has settled or 2ms after the first
 // (rejections go out at once, one per message). A settlement reports success once its frame is
 // written.
 //

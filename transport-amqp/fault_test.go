@@ -232,7 +232,7 @@ func (c countingChannel) Ack(tag uint64, multiple bool) error {
 
 // Four workers acknowledge 300 messages with far fewer frames: contiguous settled tags go out
 // as one multiple acknowledgement. (A worker descheduled on a low tag makes the others' tags go
-// out one by one once half the prefetch waits above it, so the bound is loose: typically 13
+// out one by one once half a batch waits above it, so the bound is loose: typically 13
 // frames, under the race detector up to about 110.)
 func TestAcknowledgementsCoalesce(t *testing.T) {
 	const total = 300
