@@ -233,21 +233,6 @@ func watermillAMQP(ctx context.Context, queue string, quorum bool, prefetch, n i
 	return time.Since(start), nil
 }
 
-// amqpPicked reports whether SETTLE_BENCH_AMQP_WHO (comma-separated name fragments; empty for
-// all) picks the contender called name.
-func amqpPicked(name string) bool {
-	who := os.Getenv("SETTLE_BENCH_AMQP_WHO")
-	if who == "" {
-		return true
-	}
-	for _, w := range strings.Split(who, ",") {
-		if w != "" && strings.Contains(name, w) {
-			return true
-		}
-	}
-	return false
-}
-
 type amqpResult struct {
 	name  string
 	rates []float64
@@ -295,7 +280,7 @@ func BenchmarkAMQP(b *testing.B) {
 				for round := range amqpRounds(b) {
 					for i, c := range contenders {
 						results[i].name = c.name
-						if !amqpPicked(c.name) {
+						if !picked("SETTLE_BENCH_AMQP_WHO", c.name) {
 							continue
 						}
 						q := fmt.Sprintf("settle-bench-%s-p%d-%d-%d", kind, p, round, i)

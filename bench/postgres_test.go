@@ -95,6 +95,7 @@ func runPGContenders(b *testing.B, cs []pgContender) []pgResult {
 		coretest.ServerUnavailable(b, "PostgreSQL", pgURL(), err)
 	}
 	defer admin.Close()
+	cs = slices.DeleteFunc(slices.Clone(cs), func(c pgContender) bool { return !picked("SETTLE_BENCH_PG_WHO", c.name) })
 	out := make([]pgResult, len(cs))
 	for round := range pgRounds(b) {
 		for i, c := range cs {
@@ -206,6 +207,7 @@ func BenchmarkPostgresSettle(b *testing.B) {
 			rawContender("raw lease batched (w=4,B=100)", rawLeaseBatched, 4, 100),
 			rawContender("raw lease engine stmts (w=1,B=100)", rawLeaseEngine, 1, 100),
 			rawContender("raw lease engine stmts (w=4,B=100)", rawLeaseEngine, 4, 100),
+			rawContender("raw lease pipelined (w=4,B=100)", rawLeasePipelined, 4, 100),
 			settleContender("settle lease (1 sub,w=8,B=100)", 8, 1, postgres.Lease, core.Workers(8), sqlqueue.BatchSize(100)),
 			settleContender("settle lease (1 sub,w=32,B=100)", 8, 1, postgres.Lease, core.Workers(32), sqlqueue.BatchSize(100)),
 			settleContender("settle lease (4 subs,w=8,B=100)", 8, 4, postgres.Lease, core.Workers(8), sqlqueue.BatchSize(100)),

@@ -2,6 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,7 +42,9 @@ func queryOn(ctx context.Context, q pgxQueryer, closed closedFunc, sql string, a
 	return &pgRows{rows: rows, closed: closed}, nil
 }
 
-// poolDB is sqlqueue.DB over a pgxpool.Pool.
+var _ sqlqueue.Pipeliner = (*poolDB)(nil)
+
+// poolDB is sqlqueue.DB over a pgxpool.Pool, and a sqlqueue.Pipeliner.
 type poolDB struct {
 	pool *pgxpool.Pool
 }
@@ -66,6 +71,50 @@ func (p *poolDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 		return nil, err
 	}
 	return &pgConn{c: c}, nil
+}
+
+// Pipeline sends steps as one pgx batch: one round trip, run by the server in one implicit
+// transaction that commits only if every statement succeeds. A step with Want is wrapped so
+// that another row count divides by zero on the server, which rolls the batch back:
+//
+//	WITH settle_step AS (<statement> RETURNING 1) SELECT 1 / (count(*) = <want>)::int FROM settle_step
+func (p *poolDB) Pipeline(ctx context.Context, steps []sqlqueue.Step) error {
+	var b pgx.Batch
+	for _, s := range steps {
+		sql := s.SQL
+		if s.Want > 0 {
+			sql = "WITH settle_step AS (" + sql + " RETURNING 1) SELECT 1 / (count(*) = " +
+				strconv.FormatInt(s.Want, 10) + ")::int FROM settle_step"
+		}
+		b.Queue(sql, s.Args...)
+	}
+	br := p.pool.SendBatch(ctx, &b)
+	var err error
+	for _, s := range steps {
+		switch {
+		case s.Want > 0:
+			var one int32
+			err = br.QueryRow().Scan(&one)
+		case s.Rows != nil:
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				err = s.Rows(&pgRows{rows: rows})
+			}
+		default:
+			_, err = br.Exec()
+		}
+		if err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == codeDivisionByZero {
+		return fmt.Errorf("%w (%s)", sqlqueue.ErrRowCount, pe.Message)
+	}
+	return edgeErr(err, nil)
 }
 
 // pgTx is sqlqueue.Transaction over a pgx.Tx; Unwrap returns the pgx.Tx.

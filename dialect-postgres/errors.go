@@ -41,6 +41,7 @@ const (
 	codeAdminShutdown        = "57P01"
 	codeCannotConnectNow     = "57P03"
 	codeCrashShutdown        = "57P02"
+	codeDivisionByZero       = "22012" // a pipelined step's row count check (conn.go)
 )
 
 // Transient reports whether err is a PostgreSQL error after which the same work can succeed if

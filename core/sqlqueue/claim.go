@@ -178,17 +178,34 @@ func (c *stmtClaim) Claim(ctx context.Context, tx Queryer, p ClaimParams, dst []
 		return dst, err
 	}
 	if c.sortByID {
-		slices.SortFunc(dst[start:], func(a, b Claimed) int {
-			switch {
-			case a.ID < b.ID:
-				return -1
-			case a.ID > b.ID:
-				return 1
-			}
-			return 0
-		})
+		sortByID(dst[start:])
 	}
 	return dst, nil
+}
+
+// step is the claim as one pipeline step: the rows it reads are appended to *dst.
+func (c *stmtClaim) step(p ClaimParams, dst *[]Claimed) Step {
+	return Step{SQL: c.sql, Args: c.b.bind(p, nil), Rows: func(rows Rows) error {
+		start := len(*dst)
+		got, err := scanClaimed(rows, *dst)
+		*dst = got
+		if err == nil && c.sortByID {
+			sortByID(got[start:])
+		}
+		return err
+	}}
+}
+
+func sortByID(rows []Claimed) {
+	slices.SortFunc(rows, func(a, b Claimed) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
 }
 
 func scanClaimed(rows Rows, dst []Claimed) ([]Claimed, error) {

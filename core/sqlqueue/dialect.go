@@ -2,6 +2,7 @@ package sqlqueue
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -17,7 +18,7 @@ import (
 //   - runs sqlqueuetest.Run from its own tests.
 //
 // These interfaces only grow: methods are never removed or changed, and new capabilities come
-// as optional interfaces discovered by type assertion (as Mover and Notifier are).
+// as optional interfaces discovered by type assertion (as Mover, Notifier and Pipeliner are).
 
 // Result is what an Exec reports.
 type Result struct {
@@ -227,6 +228,37 @@ type AdvisoryFilter interface {
 type GroupedRowLock interface {
 	GroupRowLockSettlements() bool
 }
+
+// Pipeliner is an optional interface of a DB whose driver sends several statements in one
+// round trip and runs them as one transaction (PostgreSQL: a pgx batch, which the extended
+// protocol runs in one implicit transaction). The lease form then settles the finished
+// deliveries of a flush and claims the next batch with one round trip and one commit, instead
+// of BEGIN, the settlement, the claim and COMMIT.
+type Pipeliner interface {
+	// Pipeline runs steps in order, in one transaction, with one round trip. It commits only if
+	// every step succeeds; rows a Step read count only when Pipeline returns nil. A step whose
+	// statement changes another number of rows than its Want rolls the whole pipeline back, and
+	// Pipeline returns an error matching ErrRowCount. After any other error the pipeline may or
+	// may not have committed, as after a failed COMMIT.
+	Pipeline(ctx context.Context, steps []Step) error
+}
+
+// Step is one statement of a pipeline.
+type Step struct {
+	// SQL and Args are the statement, as for Queryer.
+	SQL  string
+	Args []any
+	// Want, when positive, is the number of rows the statement must change exactly. Such a
+	// statement is an UPDATE or DELETE without a RETURNING clause and without a WITH clause
+	// of its own (the dialect wraps it to check the count on the server).
+	Want int64
+	// Rows, when set, reads the rows the statement returns, before Pipeline returns.
+	Rows func(Rows) error
+}
+
+// ErrRowCount is the error a Pipeliner returns when a step changed another number of rows than
+// it wants; nothing in the pipeline was committed.
+var ErrRowCount = errors.New("sqlqueue: a pipelined statement changed another number of rows than it wants; the pipeline was rolled back")
 
 // Mover is an optional interface of a Dialect that moves a row to another table in one
 // statement (PostgreSQL: WITH moved AS (DELETE … RETURNING …) INSERT … SELECT …). Without it

@@ -2,6 +2,7 @@ package sqlqueue
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -102,6 +103,9 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 	rt := l.rt
 	// The settlements must not be rolled back by a cancelled claim context.
 	ctx = context.WithoutCancel(ctx)
+	if b, ok, err := l.pipelined(ctx, items); ok {
+		return b, err
+	}
 	tx, err := rt.db.Begin(ctx)
 	if err != nil {
 		l.flush(items)
@@ -127,6 +131,72 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 	}
 	l.report(items, lost, nil)
 	return l.track(rows, p.Token), nil
+}
+
+// pipelined settles items and claims the next batch through the DB's Pipeliner: one round
+// trip and one commit. It applies when the DB pipelines, the claim is one statement and every
+// item is an ack or drop; ok is false when it does not apply. When a grouped statement matches
+// fewer rows than it names (a lease lost in the group), nothing was committed: the items are
+// flushed on their own, which finds the lost one, and the claim runs by itself.
+func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, ok bool, err error) {
+	rt := l.rt
+	pl, _ := rt.db.(Pipeliner)
+	sc, _ := rt.claim.(*stmtClaim)
+	if pl == nil || sc == nil || rt.cfg.events[EventClaim] != nil {
+		return nil, false, nil
+	}
+	for _, it := range items {
+		if !isDone(it.v.Action) {
+			return nil, false, nil
+		}
+	}
+	now := rt.now()
+	steps := l.doneSteps(items, now)
+	p := ClaimParams{Now: now, Token: rt.nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
+	rows := l.claimBuf[:0]
+	steps = append(steps, sc.step(p, &rows))
+	lost := make([]bool, len(items))
+	switch err := pl.Pipeline(ctx, steps); {
+	case err == nil:
+		l.report(items, lost, nil)
+		return l.track(rows, p.Token), true, nil
+	case errors.Is(err, ErrRowCount):
+		l.flush(items)
+		b, err := l.claim(ctx)
+		return b, true, err
+	default:
+		l.report(items, lost, err)
+		return nil, true, err
+	}
+}
+
+// doneSteps renders the grouped settlement of the ack and drop items, one statement per
+// token, each wanting exactly its rows; other items are left out.
+func (l *lease) doneSteps(items []item, now time.Time) []Step {
+	rt := l.rt
+	var steps []Step
+	handled := make([]bool, len(items))
+	for i, it := range items {
+		if handled[i] || !isDone(it.v.Action) {
+			continue
+		}
+		tok := it.d.token
+		var args []any
+		if rt.st.doneMark {
+			args = append(args, rt.d.Time(now))
+		}
+		args = append(args, rt.d.Time(tok))
+		ids := 0
+		for j := i; j < len(items); j++ {
+			if !handled[j] && isDone(items[j].v.Action) && items[j].d.token.Equal(tok) {
+				handled[j] = true
+				args = append(args, items[j].d.id)
+				ids++
+			}
+		}
+		steps = append(steps, Step{SQL: rt.st.doneMany.sql(ids), Args: args, Want: int64(ids)})
+	}
+	return steps
 }
 
 // take removes up to a flush's worth of finished items from the queue.
@@ -429,40 +499,20 @@ func (l *lease) flushFast(ctx context.Context, items []item, lost []bool, now ti
 
 // settleIn runs the grouped settlement of items in tx, neither committing nor rolling back.
 func (l *lease) settleIn(ctx context.Context, tx Queryer, items []item, lost []bool, now time.Time) error {
-	rt := l.rt
-	handled := make([]bool, len(items))
-	var args []any
-	for i, it := range items {
-		if handled[i] || !isDone(it.v.Action) {
-			continue
-		}
-		tok := it.d.token
-		args = args[:0]
-		if rt.st.doneMark {
-			args = append(args, rt.d.Time(now))
-		}
-		args = append(args, rt.d.Time(tok))
-		ids := 0
-		for j := i; j < len(items); j++ {
-			if !handled[j] && isDone(items[j].v.Action) && items[j].d.token.Equal(tok) {
-				handled[j] = true
-				args = append(args, items[j].d.id)
-				ids++
-			}
-		}
-		r, err := tx.Exec(ctx, rt.st.doneMany.sql(ids), args...)
+	for _, st := range l.doneSteps(items, now) {
+		r, err := tx.Exec(ctx, st.SQL, st.Args...)
 		if err != nil {
 			return err
 		}
-		if r.RowsAffected != int64(ids) {
+		if r.RowsAffected != st.Want {
 			return errMismatch
 		}
 	}
 	for i, it := range items {
-		if handled[i] {
+		if isDone(it.v.Action) {
 			continue
 		}
-		ok, err := rt.finish(ctx, tx, it.d, it.v, now)
+		ok, err := l.rt.finish(ctx, tx, it.d, it.v, now)
 		if err != nil {
 			return err
 		}
