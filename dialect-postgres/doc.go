@@ -16,7 +16,10 @@
 //
 //   - Lease: one UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED) RETURNING stamps
 //     locked_until (the delivery's token) and attempt + 1 and commits; handlers hold no
-//     transaction, settlements are grouped into one token-fenced statement per flush. The
+//     transaction, settlements are grouped into one token-fenced statement per flush, and a
+//     flush of acks and drops travels with the next claim as one pgx batch: one round trip and
+//     one commit per cycle (each grouped statement's row count is checked on the server, so a
+//     lease lost in the group rolls the cycle back and the flush is settled on its own). The
 //     fastest form; a crashed process's rows come back when their lease runs out.
 //   - RowLock: the claim transaction holds the rows (FOR UPDATE SKIP LOCKED) until they are
 //     settled, and its commit is the settlement. A crashed process's rows come back at once;
