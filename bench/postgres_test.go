@@ -55,23 +55,6 @@ func rawContender(name string, loop rawLoop, w, b int) pgContender {
 	}}
 }
 
-// pgResult is one contender's figures over the rounds.
-type pgResult struct {
-	name  string
-	rates []float64 // jobs/s, one per round
-}
-
-// best is the contender's best round: the machine is shared, so the best round is the one
-// least disturbed by anything else running.
-func (r pgResult) best() float64 { return slices.Max(r.rates) }
-
-// median is the contender's median round.
-func (r pgResult) median() float64 {
-	s := slices.Clone(r.rates)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
 // pgRounds is how many times each contender runs (SETTLE_BENCH_PG_ROUNDS, default 3).
 func pgRounds(b *testing.B) int {
 	n, err := strconv.Atoi(coretest.Env("SETTLE_BENCH_PG_ROUNDS", "3"))
@@ -83,7 +66,7 @@ func pgRounds(b *testing.B) int {
 
 // runPGContenders runs each contender on a fresh schema of its own, in rounds that interleave
 // the contenders, in the same process against the same server, and returns their jobs/s.
-func runPGContenders(b *testing.B, cs []pgContender) []pgResult {
+func runPGContenders(b *testing.B, cs []pgContender) []result {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	n := pgBenchN(b)
@@ -96,7 +79,7 @@ func runPGContenders(b *testing.B, cs []pgContender) []pgResult {
 	}
 	defer admin.Close()
 	cs = slices.DeleteFunc(slices.Clone(cs), func(c pgContender) bool { return !picked("SETTLE_BENCH_PG_WHO", c.name) })
-	out := make([]pgResult, len(cs))
+	out := make([]result, len(cs))
 	for round := range pgRounds(b) {
 		for i, c := range cs {
 			out[i].name = c.name
@@ -150,7 +133,7 @@ func runPGContenders(b *testing.B, cs []pgContender) []pgResult {
 
 // reportPG prints the results as a table: each contender's best and median round, and its
 // best against base's best and peer's best.
-func reportPG(b *testing.B, rs []pgResult, base, peer string) {
+func reportPG(b *testing.B, rs []result, base, peer string) {
 	find := func(name string) float64 {
 		for _, r := range rs {
 			if r.name == name {
