@@ -216,44 +216,78 @@ WHERE (retry_after IS NULL OR retry_after <= $1) ORDER BY id LIMIT $2 FOR UPDATE
 	})
 }
 
-// rawLeaseEngine is the lease form as the engine runs it: one transaction per cycle that
-// deletes the previous claim's rows (token-fenced, an IN list) and claims the next batch.
+// rawLeaseEngine is the lease form as the engine runs it on a database that does not pipeline:
+// one transaction per cycle that deletes the previous claim's rows (token-fenced, an IN list)
+// and claims the next batch.
 func rawLeaseEngine(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (int64, error) {
 	claim := leaseClaimSQL(s)
-	var total atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, w)
-	for range w {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var prev []claimedRow
-			var prevTok time.Time
-			for {
-				settled, got, tok, err := rawLeaseCycle(ctx, pool, s, claim, prev, prevTok, b)
-				if err != nil {
-					errs <- err
-					return
-				}
-				total.Add(int64(settled))
-				if len(got) == 0 {
-					return
-				}
-				prev, prevTok = got, tok
+	return runCycles(ctx, w, func(ctx context.Context, prev []claimedRow, prevTok time.Time) ([]claimedRow, time.Time, error) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if len(prev) > 0 {
+			ct, err := tx.Exec(ctx, fencedDelete(s, prev), fencedArgs(prev, prevTok)...)
+			if err != nil {
+				return nil, time.Time{}, err
 			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	return total.Load(), <-errs
+			if int(ct.RowsAffected()) != len(prev) {
+				return nil, time.Time{}, fmt.Errorf("lost %d leases", len(prev)-int(ct.RowsAffected()))
+			}
+		}
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		tok := now.Add(30 * time.Second)
+		rows, err := tx.Query(ctx, claim, tok, now, b)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		got, err := scanClaimed(rows, nil)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		return got, tok, tx.Commit(ctx)
+	})
 }
 
-// rawLeasePipelined runs the same statements as rawLeaseEngine, sent as one pgx batch per cycle
-// (one round trip, the extended protocol's implicit transaction): the previous claim's fenced
-// DELETE, wrapped so that a count short of the claim divides by zero and rolls the cycle back,
-// then the next claim.
+// rawLeasePipelined is the lease form as the engine runs it on PostgreSQL: the statements of
+// rawLeaseEngine sent as one pgx batch per cycle (one round trip, the extended protocol's
+// implicit transaction), the fenced DELETE wrapped so that a count short of the claim divides
+// by zero and rolls the cycle back.
 func rawLeasePipelined(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (int64, error) {
 	claim := leaseClaimSQL(s)
+	return runCycles(ctx, w, func(ctx context.Context, prev []claimedRow, prevTok time.Time) ([]claimedRow, time.Time, error) {
+		var batch pgx.Batch
+		if len(prev) > 0 {
+			batch.Queue(fmt.Sprintf("WITH done AS (%s RETURNING 1) SELECT 1 / (count(*) = %d)::int FROM done", fencedDelete(s, prev), len(prev)),
+				fencedArgs(prev, prevTok)...)
+		}
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		tok := now.Add(30 * time.Second)
+		batch.Queue(claim, tok, now, b)
+		br := pool.SendBatch(ctx, &batch)
+		var err error
+		if len(prev) > 0 {
+			var one int
+			err = br.QueryRow().Scan(&one)
+		}
+		var got []claimedRow
+		if err == nil {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				got, err = scanClaimed(rows, nil)
+			}
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return got, tok, err
+	})
+}
+
+// runCycles runs w workers, each settling its previous claim and claiming the next batch with
+// cycle, until a claim comes back empty; it returns how many rows were settled.
+func runCycles(ctx context.Context, w int, cycle func(ctx context.Context, prev []claimedRow, prevTok time.Time) ([]claimedRow, time.Time, error)) (int64, error) {
 	var total atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, w)
@@ -264,41 +298,7 @@ func rawLeasePipelined(ctx context.Context, pool *pgxpool.Pool, s string, w, b i
 			var prev []claimedRow
 			var prevTok time.Time
 			for {
-				var batch pgx.Batch
-				if len(prev) > 0 {
-					var sb strings.Builder
-					fmt.Fprintf(&sb, `WITH done AS (DELETE FROM %s.q WHERE locked_until = $1 AND id IN (`, s)
-					args := []any{prevTok}
-					for i, r := range prev {
-						if i > 0 {
-							sb.WriteString(", ")
-						}
-						fmt.Fprintf(&sb, "$%d", i+2)
-						args = append(args, r.id)
-					}
-					fmt.Fprintf(&sb, ") RETURNING 1) SELECT 1 / (count(*) = %d)::int FROM done", len(prev))
-					batch.Queue(sb.String(), args...)
-				}
-				now := time.Now().UTC().Truncate(time.Microsecond)
-				tok := now.Add(30 * time.Second)
-				batch.Queue(claim, tok, now, b)
-				br := pool.SendBatch(ctx, &batch)
-				var err error
-				if len(prev) > 0 {
-					var one int
-					err = br.QueryRow().Scan(&one)
-				}
-				var got []claimedRow
-				if err == nil {
-					var rows pgx.Rows
-					rows, err = br.Query()
-					if err == nil {
-						got, err = scanClaimed(rows, nil)
-					}
-				}
-				if cerr := br.Close(); err == nil {
-					err = cerr
-				}
+				got, tok, err := cycle(ctx, prev, prevTok)
 				if err != nil {
 					errs <- err
 					return
@@ -316,41 +316,25 @@ func rawLeasePipelined(ctx context.Context, pool *pgxpool.Pool, s string, w, b i
 	return total.Load(), <-errs
 }
 
-func rawLeaseCycle(ctx context.Context, pool *pgxpool.Pool, s, claim string, prev []claimedRow, prevTok time.Time, b int) (int, []claimedRow, time.Time, error) {
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return 0, nil, time.Time{}, err
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if len(prev) > 0 {
-		var sb strings.Builder
-		fmt.Fprintf(&sb, `DELETE FROM %s.q WHERE locked_until = $1 AND id IN (`, s)
-		args := []any{prevTok}
-		for i, r := range prev {
-			if i > 0 {
-				sb.WriteString(", ")
-			}
-			fmt.Fprintf(&sb, "$%d", i+2)
-			args = append(args, r.id)
+// fencedDelete is the engine's grouped settlement of prev: DELETE … WHERE locked_until = $1
+// AND id IN ($2, …).
+func fencedDelete(s string, prev []claimedRow) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, `DELETE FROM %s.q WHERE locked_until = $1 AND id IN (`, s)
+	for i := range prev {
+		if i > 0 {
+			sb.WriteString(", ")
 		}
-		sb.WriteString(")")
-		ct, err := tx.Exec(ctx, sb.String(), args...)
-		if err != nil {
-			return 0, nil, time.Time{}, err
-		}
-		if int(ct.RowsAffected()) != len(prev) {
-			return 0, nil, time.Time{}, fmt.Errorf("lost %d leases", len(prev)-int(ct.RowsAffected()))
-		}
+		fmt.Fprintf(&sb, "$%d", i+2)
 	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	tok := now.Add(30 * time.Second)
-	rows, err := tx.Query(ctx, claim, tok, now, b)
-	if err != nil {
-		return 0, nil, time.Time{}, err
+	sb.WriteString(")")
+	return sb.String()
+}
+
+func fencedArgs(prev []claimedRow, tok time.Time) []any {
+	args := []any{tok}
+	for _, r := range prev {
+		args = append(args, r.id)
 	}
-	got, err := scanClaimed(rows, nil)
-	if err != nil {
-		return 0, nil, time.Time{}, err
-	}
-	return len(prev), got, tok, tx.Commit(ctx)
+	return args
 }
