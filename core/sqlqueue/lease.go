@@ -21,6 +21,11 @@ import (
 type lease struct {
 	rt *runtime
 
+	// pipe and pipeClaim are set when a cycle can go as one pipeline: the DB pipelines and the
+	// claim is one statement of the engine's own.
+	pipe      Pipeliner
+	pipeClaim *stmtClaim
+
 	// source side, used by Next only (core never calls Next concurrently)
 	cur      *leaseBatch
 	pos      int
@@ -55,6 +60,11 @@ type item struct {
 
 func newLease(rt *runtime) *lease {
 	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	if pl, ok := rt.db.(Pipeliner); ok && rt.cfg.events[EventClaim] == nil {
+		if sc, ok := rt.claim.(*stmtClaim); ok {
+			l.pipe, l.pipeClaim = pl, sc
+		}
+	}
 	// The extension timer is armed before Open returns, not whenever the settler goroutine
 	// first runs: tests on the virtual clock count armed timers.
 	go l.settler(rt.clock.NewTimer(rt.cfg.lease / 2))
@@ -117,8 +127,7 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 		l.flush(items)
 		return l.claim(ctx)
 	}
-	now := rt.now()
-	p := ClaimParams{Now: now, Token: rt.nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
+	p := l.params(rt.now())
 	rows, err := rt.doClaim(ctx, tx, p, l.claimBuf[:0])
 	if err != nil {
 		_ = tx.Rollback(ctx)
@@ -140,9 +149,7 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 // flushed on their own, which finds the lost one, and the claim runs by itself.
 func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, ok bool, err error) {
 	rt := l.rt
-	pl, _ := rt.db.(Pipeliner)
-	sc, _ := rt.claim.(*stmtClaim)
-	if pl == nil || sc == nil || rt.cfg.events[EventClaim] != nil {
+	if l.pipe == nil {
 		return nil, false, nil
 	}
 	for _, it := range items {
@@ -150,22 +157,20 @@ func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, ok 
 			return nil, false, nil
 		}
 	}
-	now := rt.now()
-	steps := l.doneSteps(items, now)
-	p := ClaimParams{Now: now, Token: rt.nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
+	p := l.params(rt.now())
+	steps := l.doneSteps(items, p.Now)
 	rows := l.claimBuf[:0]
-	steps = append(steps, sc.step(p, &rows))
-	lost := make([]bool, len(items))
-	switch err := pl.Pipeline(ctx, steps); {
+	steps = append(steps, l.pipeClaim.step(p, &rows))
+	switch err := l.pipe.Pipeline(ctx, steps); {
 	case err == nil:
-		l.report(items, lost, nil)
+		l.report(items, nil, nil)
 		return l.track(rows, p.Token), true, nil
 	case errors.Is(err, ErrRowCount):
 		l.flush(items)
 		b, err := l.claim(ctx)
 		return b, true, err
 	default:
-		l.report(items, lost, err)
+		l.report(items, nil, err)
 		return nil, true, err
 	}
 }
@@ -226,8 +231,7 @@ func (l *lease) popLocked() []item {
 // claim claims a batch and tracks it; nil when no row is ready.
 func (l *lease) claim(ctx context.Context) (*leaseBatch, error) {
 	rt := l.rt
-	now := rt.now()
-	p := ClaimParams{Now: now, Token: rt.nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
+	p := l.params(rt.now())
 	tx, err := rt.db.Begin(ctx)
 	if err != nil {
 		return nil, err
@@ -241,6 +245,12 @@ func (l *lease) claim(ctx context.Context) (*leaseBatch, error) {
 		return nil, err
 	}
 	return l.track(rows, p.Token), nil
+}
+
+// params are the values of a claim at now: a fresh token a lease ahead.
+func (l *lease) params(now time.Time) ClaimParams {
+	rt := l.rt
+	return ClaimParams{Now: now, Token: rt.nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
 }
 
 // track makes the deliveries of claimed rows and keeps them for extension; nil for no rows.
@@ -267,7 +277,8 @@ func (l *lease) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, se
 	d := cd.(*delivery)
 	rt := l.rt
 	v = rt.effective(d, v)
-	if d.hctx.d != nil || rt.cfg.perMessage || rt.eventFor(v.Action) != nil {
+	alone := rt.cfg.perMessage || rt.eventFor(v.Action) != nil // settled by its own transaction
+	if d.hctx.d != nil || alone {
 		ctx = context.WithoutCancel(ctx) // the settlement outlives a cancelled handler
 	}
 	if h := d.openTx(); h != nil {
@@ -280,7 +291,7 @@ func (l *lease) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, se
 			rt.log.Warn("sqlqueue: rolling back the handler's transaction", "message_id", d.ID(), "attempt", d.attempt, "error", err)
 		}
 	}
-	if rt.cfg.perMessage || rt.eventFor(v.Action) != nil {
+	if alone {
 		tx, err := rt.db.Begin(ctx)
 		if err != nil {
 			l.done(d, v, err, settled)
@@ -461,11 +472,12 @@ func (l *lease) flush(items []item) {
 	l.report(items, lost, err)
 }
 
-// report tells core how items were settled: err for all, or per item lost or done.
+// report tells core how items were settled: err for all, or per item lost (nil lost: none) or
+// done.
 func (l *lease) report(items []item, lost []bool, err error) {
 	for i, it := range items {
 		e := err
-		if e == nil && lost[i] {
+		if e == nil && lost != nil && lost[i] {
 			e = l.lost(it.d)
 		}
 		if e == nil {
