@@ -94,7 +94,7 @@ func (s *subscription) next(pullCtx context.Context, backoff *time.Duration) (De
 			if pullCtx.Err() != nil {
 				break
 			}
-			*backoff = nextBackoff(*backoff)
+			*backoff = clock.Backoff(*backoff, 100*time.Millisecond, 5*time.Second)
 			s.info.Logger.Error("settle: taking the next delivery failed; trying again", "error", err, "backoff", *backoff)
 			_ = clock.Sleep(pullCtx, s.app.clock, *backoff)
 			continue
@@ -104,16 +104,6 @@ func (s *subscription) next(pullCtx context.Context, backoff *time.Duration) (De
 		return d, true
 	}
 	return nil, false
-}
-
-func nextBackoff(d time.Duration) time.Duration {
-	switch {
-	case d <= 0:
-		return 100 * time.Millisecond
-	case d >= 5*time.Second:
-		return 5 * time.Second
-	}
-	return d * 2
 }
 
 // DeliveryContext is implemented by a delivery that gives its handler a context of its own,

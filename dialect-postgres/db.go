@@ -224,18 +224,3 @@ func (db *DB) listener() *listener {
 	db.lisOnce.Do(func() { db.lis = &listener{db: db, log: db.log} })
 	return db.lis
 }
-
-func nextBackoff(d time.Duration) time.Duration {
-	switch {
-	case d <= 0:
-		return 50 * time.Millisecond
-	case d >= 5*time.Second:
-		return 5 * time.Second
-	}
-	return d * 2
-}
-
-// sleepCtx waits d on c; it reports false when ctx ended first.
-func sleepCtx(ctx context.Context, c clock.Clock, d time.Duration) bool {
-	return clock.Sleep(ctx, c, d) == nil
-}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
@@ -202,9 +203,9 @@ func (l *listener) run(ctx context.Context, done, ready chan struct{}) {
 				l.mu.Unlock()
 				return
 			}
-			backoff = nextBackoff(backoff)
+			backoff = clock.Backoff(backoff, 50*time.Millisecond, 5*time.Second)
 			l.log.Warn("postgres: LISTEN connection failed; retrying", "error", err, "backoff", backoff)
-			if !sleepCtx(ctx, l.db.clock, backoff) {
+			if clock.Sleep(ctx, l.db.clock, backoff) != nil {
 				return
 			}
 			continue

@@ -206,7 +206,7 @@ func (c *consumer) recover(ctx context.Context) error {
 		if err := clock.Sleep(ctx, c.clock, wait); err != nil {
 			return err
 		}
-		wait = min(wait*2, c.b.backoff[1])
+		wait = clock.Backoff(wait, c.b.backoff[0], c.b.backoff[1])
 	}
 }
 

@@ -44,6 +44,15 @@ func Sleep(ctx context.Context, c Clock, d time.Duration) error {
 	}
 }
 
+// Backoff is the next wait of a doubling backoff: first after none (prev <= 0), then twice
+// prev, never more than limit.
+func Backoff(prev, first, limit time.Duration) time.Duration {
+	if prev <= 0 {
+		return min(first, limit)
+	}
+	return min(prev*2, limit)
+}
+
 // Real returns the wall clock.
 func Real() Clock { return realClock{} }
 

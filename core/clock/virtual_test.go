@@ -2,6 +2,7 @@ package clock_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -113,5 +114,19 @@ func TestSleepHonoursContext(t *testing.T) {
 	}
 	if v.Pending() != 0 {
 		t.Fatal("timer left armed after a cancelled sleep")
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	var got []time.Duration
+	d := time.Duration(0)
+	for range 8 {
+		d = clock.Backoff(d, 100*time.Millisecond, 5*time.Second)
+		got = append(got, d)
+	}
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
+		1600 * time.Millisecond, 3200 * time.Millisecond, 5 * time.Second, 5 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Fatalf("backoff = %v; want %v", got, want)
 	}
 }
