@@ -37,21 +37,14 @@ func CreateTableSQL(t sqlqueue.Table) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var cols []string
-	add := func(q, typ string) {
-		if q != "" {
-			cols = append(cols, "  "+q+" "+typ)
-		}
+	cols := s.ColumnDefs(sqlqueue.ColumnTypes{
+		ID: "BIGINT NOT NULL AUTO_INCREMENT", Payload: "LONGBLOB NOT NULL", Group: "VARCHAR(191) NOT NULL",
+		Attempt: "INT NOT NULL DEFAULT 0", RetryAfter: "DATETIME(6) NULL", LockedUntil: "DATETIME(6) NULL",
+		ProcessedAt: "DATETIME(6) NULL", Headers: "JSON NULL", CreatedAt: "DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)",
+	})
+	for i, c := range cols {
+		cols[i] = "  " + c
 	}
-	add(s.ID, "BIGINT NOT NULL AUTO_INCREMENT")
-	add(s.Payload, "LONGBLOB NOT NULL")
-	add(s.Group, "VARCHAR(191) NOT NULL")
-	add(s.Attempt, "INT NOT NULL DEFAULT 0")
-	add(s.RetryAfter, "DATETIME(6) NULL")
-	add(s.LockedUntil, "DATETIME(6) NULL")
-	add(s.ProcessedAt, "DATETIME(6) NULL")
-	add(s.Headers, "JSON NULL")
-	add(s.CreatedAt, "DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)")
 	cols = append(cols, "  PRIMARY KEY ("+s.ID+")")
 	var idx []string
 	if s.Group != "" {

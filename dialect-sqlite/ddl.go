@@ -31,21 +31,14 @@ func CreateTableSQL(t sqlqueue.Table) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var cols []string
-	add := func(q, typ string) {
-		if q != "" {
-			cols = append(cols, "  "+q+" "+typ)
-		}
+	cols := s.ColumnDefs(sqlqueue.ColumnTypes{
+		ID: "INTEGER PRIMARY KEY AUTOINCREMENT", Payload: "BLOB NOT NULL", Group: "TEXT NOT NULL",
+		Attempt: "INTEGER NOT NULL DEFAULT 0", RetryAfter: "TEXT", LockedUntil: "TEXT", ProcessedAt: "TEXT",
+		Headers: "TEXT", CreatedAt: "TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+	})
+	for i, c := range cols {
+		cols[i] = "  " + c
 	}
-	add(s.ID, "INTEGER PRIMARY KEY AUTOINCREMENT")
-	add(s.Payload, "BLOB NOT NULL")
-	add(s.Group, "TEXT NOT NULL")
-	add(s.Attempt, "INTEGER NOT NULL DEFAULT 0")
-	add(s.RetryAfter, "TEXT")
-	add(s.LockedUntil, "TEXT")
-	add(s.ProcessedAt, "TEXT")
-	add(s.Headers, "TEXT")
-	add(s.CreatedAt, "TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))")
 	ddl := "CREATE TABLE IF NOT EXISTS " + s.QTable + " (\n" + strings.Join(cols, ",\n") + "\n);"
 	var idx []string
 	if s.Group != "" {

@@ -184,6 +184,28 @@ func NewSchema(d Dialect, t Table) (*Schema, error) {
 	}, nil
 }
 
+// ColumnTypes are one dialect's SQL types (with constraints and defaults) for the columns of a
+// queue table, for its CREATE TABLE.
+type ColumnTypes struct {
+	ID, Payload, Group, Attempt, RetryAfter, LockedUntil, ProcessedAt, Headers, CreatedAt string
+}
+
+// ColumnDefs returns "<quoted column> <type>" for every column the table has, in the order of
+// Columns: the column list of a dialect's CREATE TABLE.
+func (s *Schema) ColumnDefs(t ColumnTypes) []string {
+	var defs []string
+	for _, c := range [][2]string{
+		{s.ID, t.ID}, {s.Payload, t.Payload}, {s.Group, t.Group}, {s.Attempt, t.Attempt},
+		{s.RetryAfter, t.RetryAfter}, {s.LockedUntil, t.LockedUntil}, {s.ProcessedAt, t.ProcessedAt},
+		{s.Headers, t.Headers}, {s.CreatedAt, t.CreatedAt},
+	} {
+		if c[0] != "" {
+			defs = append(defs, c[0]+" "+c[1])
+		}
+	}
+	return defs
+}
+
 func quoteRef(d Dialect, r TableRef) string {
 	if r.Schema != "" {
 		return d.Quote(r.Schema) + "." + d.Quote(r.Name)
