@@ -157,42 +157,41 @@ WHERE q.id = s.id AND q.locked_until = s.tok RETURNING q.id`, s)
 }
 
 // rawRowLock claims b rows with FOR UPDATE SKIP LOCKED in a transaction, deletes them in that
-// transaction (one statement per row when b == 1, one for the batch otherwise) and commits.
+// transaction with one DELETE … = ANY($1) (what the row-lock form runs on PostgreSQL) and
+// commits.
 func rawRowLock(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (int64, error) {
-	claim := fmt.Sprintf(`SELECT id, payload, attempt, headers FROM %[1]s.q
-WHERE (retry_after IS NULL OR retry_after <= $1) ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, s)
 	del := fmt.Sprintf(`DELETE FROM %s.q WHERE id = ANY($1)`, s)
-	return runWorkers(ctx, w, func(ctx context.Context) (int, error) {
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			return 0, err
-		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		rows, err := tx.Query(ctx, claim, time.Now().UTC(), b)
-		if err != nil {
-			return 0, err
-		}
-		got, err := scanClaimed(rows, nil)
-		if err != nil || len(got) == 0 {
-			return 0, err
-		}
+	return rowLockLoop(ctx, pool, s, "attempt", w, b, func(ctx context.Context, tx pgx.Tx, got []claimedRow) error {
 		ids := make([]int64, len(got))
 		for i, r := range got {
 			ids[i] = r.id
 		}
-		if _, err := tx.Exec(ctx, del, ids); err != nil {
-			return 0, err
-		}
-		return len(got), tx.Commit(ctx)
+		_, err := tx.Exec(ctx, del, ids)
+		return err
 	})
 }
 
-// rawRowLockPerRow is the row-lock form as the engine runs it: a claim of b rows FOR UPDATE
-// SKIP LOCKED, then each row's own DELETE in the claim transaction, then one commit.
+// rawRowLockPerRow is the row-lock form as the engine runs it on MySQL and MariaDB: a claim of
+// b rows FOR UPDATE SKIP LOCKED, then each row's own DELETE in the claim transaction, then one
+// commit.
 func rawRowLockPerRow(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (int64, error) {
-	claim := fmt.Sprintf(`SELECT id, payload, attempt + 1, headers FROM %[1]s.q
-WHERE (retry_after IS NULL OR retry_after <= $1) ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, s)
 	del := fmt.Sprintf(`DELETE FROM %s.q WHERE id = $1`, s)
+	return rowLockLoop(ctx, pool, s, "attempt + 1", w, b, func(ctx context.Context, tx pgx.Tx, got []claimedRow) error {
+		for _, r := range got {
+			if _, err := tx.Exec(ctx, del, r.id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// rowLockLoop runs w workers, each claiming b rows (reporting attempt as the expression
+// attempt) with FOR UPDATE SKIP LOCKED in a transaction, settling them with settle in it and
+// committing, until a claim comes back empty.
+func rowLockLoop(ctx context.Context, pool *pgxpool.Pool, s, attempt string, w, b int, settle func(context.Context, pgx.Tx, []claimedRow) error) (int64, error) {
+	claim := fmt.Sprintf(`SELECT id, payload, %[2]s, headers FROM %[1]s.q
+WHERE (retry_after IS NULL OR retry_after <= $1) ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, s, attempt)
 	return runWorkers(ctx, w, func(ctx context.Context) (int, error) {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
@@ -207,10 +206,8 @@ WHERE (retry_after IS NULL OR retry_after <= $1) ORDER BY id LIMIT $2 FOR UPDATE
 		if err != nil || len(got) == 0 {
 			return 0, err
 		}
-		for _, r := range got {
-			if _, err := tx.Exec(ctx, del, r.id); err != nil {
-				return 0, err
-			}
+		if err := settle(ctx, tx, got); err != nil {
+			return 0, err
 		}
 		return len(got), tx.Commit(ctx)
 	})
