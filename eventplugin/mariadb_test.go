@@ -72,20 +72,8 @@ func openMariaDB(t testing.TB) *database {
 			}
 			return ddl
 		},
-		exec: func(t testing.TB, sql string, args ...any) {
-			t.Helper()
-			if _, err := pool.ExecContext(context.Background(), sql, args...); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-		},
-		count: func(t testing.TB, sql string, args ...any) int {
-			t.Helper()
-			var n int
-			if err := pool.QueryRowContext(context.Background(), sql, args...).Scan(&n); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-			return n
-		},
+		exec:  sqlExec(pool),
+		count: sqlCount(pool),
 		retryAfter: func(t testing.TB, table string, id int64) time.Time {
 			t.Helper()
 			var at time.Time

@@ -2,6 +2,7 @@ package eventplugin
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -37,20 +38,8 @@ func openSQLite(t testing.TB) *database {
 			}
 			return ddl
 		},
-		exec: func(t testing.TB, sql string, args ...any) {
-			t.Helper()
-			if _, err := pool.ExecContext(context.Background(), sql, args...); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-		},
-		count: func(t testing.TB, sql string, args ...any) int {
-			t.Helper()
-			var n int
-			if err := pool.QueryRowContext(context.Background(), sql, args...).Scan(&n); err != nil {
-				t.Fatalf("%s: %v", sql, err)
-			}
-			return n
-		},
+		exec:  sqlExec(pool),
+		count: sqlCount(pool),
 		retryAfter: func(t testing.TB, table string, id int64) time.Time {
 			t.Helper()
 			var s string
@@ -63,5 +52,26 @@ func openSQLite(t testing.TB) *database {
 			}
 			return at
 		},
+	}
+}
+
+// sqlExec and sqlCount are a database's exec and count over a database/sql pool.
+func sqlExec(pool *sql.DB) func(t testing.TB, stmt string, args ...any) {
+	return func(t testing.TB, stmt string, args ...any) {
+		t.Helper()
+		if _, err := pool.ExecContext(context.Background(), stmt, args...); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+}
+
+func sqlCount(pool *sql.DB) func(t testing.TB, stmt string, args ...any) int {
+	return func(t testing.TB, stmt string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRowContext(context.Background(), stmt, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+		return n
 	}
 }
