@@ -74,10 +74,10 @@ func otherPublisher(t *testing.T, e *env) *sqlqueue.Publisher {
 	return pub
 }
 
-// TestNotifyWakesAcrossProcesses: on the virtual clock the subscription's poll never fires, so
-// a row published by another pool reaches the handler only through LISTEN/NOTIFY.
-func TestNotifyWakesAcrossProcesses(t *testing.T) {
-	e := setup(t, postgres.Notify(true))
+// idleOnJobs makes a lease subscription of h on a fresh table jobs, on a virtual clock whose
+// poll never fires, and waits until it is idle: only LISTEN/NOTIFY can wake it.
+func idleOnJobs(t *testing.T, e *env, h core.Handler[string]) (*app, *clock.Virtual) {
+	t.Helper()
 	e.standard("jobs")
 	v := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	a := newApp(e, v)
@@ -85,15 +85,23 @@ func TestNotifyWakesAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan string, 1)
-	if err := core.Subscribe(a.App, ep, func(ctx context.Context, m *core.Message[string]) error {
-		got <- m.Payload
-		return nil
-	}); err != nil {
+	if err := core.Subscribe(a.App, ep, h); err != nil {
 		t.Fatal(err)
 	}
 	a.start(t)
 	idle(t, v, 2)
+	return a, v
+}
+
+// TestNotifyWakesAcrossProcesses: on the virtual clock the subscription's poll never fires, so
+// a row published by another pool reaches the handler only through LISTEN/NOTIFY.
+func TestNotifyWakesAcrossProcesses(t *testing.T) {
+	e := setup(t, postgres.Notify(true))
+	got := make(chan string, 1)
+	a, _ := idleOnJobs(t, e, func(ctx context.Context, m *core.Message[string]) error {
+		got <- m.Payload
+		return nil
+	})
 	if _, err := sqlqueue.Publish(context.Background(), otherPublisher(t, e), "from afar"); err != nil {
 		t.Fatal(err)
 	}
@@ -112,18 +120,7 @@ func TestNotifyWakesAcrossProcesses(t *testing.T) {
 // and leaves no row; the one that commits wakes the subscription.
 func TestNotifyInTxOnCommitOnly(t *testing.T) {
 	e := setup(t, postgres.Notify(true))
-	e.standard("jobs")
-	v := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	a := newApp(e, v)
-	ep, err := postgres.Lease(e.db, plainTable("jobs"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := core.Subscribe(a.App, ep, func(ctx context.Context, m *core.Message[string]) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	a.start(t)
-	idle(t, v, 2)
+	a, _ := idleOnJobs(t, e, func(ctx context.Context, m *core.Message[string]) error { return nil })
 	pub := otherPublisher(t, e)
 	ctx := context.Background()
 	for _, commit := range []bool{false, true} {
@@ -157,18 +154,7 @@ func TestNotifyInTxOnCommitOnly(t *testing.T) {
 func TestListenerReconnects(t *testing.T) {
 	logs := make(logEvents, 64)
 	e := setup(t, postgres.Notify(true), postgres.WithLogger(slog.New(logs)))
-	e.standard("jobs")
-	v := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	a := newApp(e, v)
-	ep, err := postgres.Lease(e.db, plainTable("jobs"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := core.Subscribe(a.App, ep, func(ctx context.Context, m *core.Message[string]) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	a.start(t)
-	idle(t, v, 2)
+	a, v := idleOnJobs(t, e, func(ctx context.Context, m *core.Message[string]) error { return nil })
 	if n := terminate(t, `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, e.schema+" (settle listener)"); n != 1 {
 		t.Fatalf("terminated %d listener backends; want 1", n)
 	}
