@@ -152,10 +152,7 @@ func delayedRestart(t *testing.T, f *Fixture, which sqlqueue.Form) {
 func concurrent(t *testing.T, f *Fixture, which sqlqueue.Form) {
 	e := newEnv(t, f)
 	fm := formOf(f, which)
-	tb := sqlqueue.StandardTable("q")
-	tb.Columns.ProcessedAt = ""
-	e.create(tb)
-	p := e.publisher(tb, "q")
+	tb, p := e.deletingQueue()
 	const n = 120
 	for i := range n {
 		e.publish(p, Refund{Card: "c", Amount: i})
@@ -231,10 +228,7 @@ func undecodable(t *testing.T, f *Fixture, which sqlqueue.Form) {
 func keysSerialise(t *testing.T, f *Fixture, which sqlqueue.Form) {
 	e := newEnv(t, f)
 	fm := formOf(f, which)
-	tb := sqlqueue.StandardTable("q")
-	tb.Columns.ProcessedAt = ""
-	e.create(tb)
-	p := e.publisher(tb, "q")
+	tb, p := e.deletingQueue()
 	const n = 4
 	for i := range n {
 		e.publish(p, Refund{Card: "same", Amount: i})
@@ -332,10 +326,7 @@ func publishWakes(t *testing.T, f *Fixture, which sqlqueue.Form) {
 // perMessage: PerMessage settles each delivery with its own statement and commit.
 func perMessage(t *testing.T, f *Fixture, which sqlqueue.Form) {
 	e := newEnv(t, f)
-	tb := sqlqueue.StandardTable("q")
-	tb.Columns.ProcessedAt = ""
-	e.create(tb)
-	p := e.publisher(tb, "q")
+	tb, p := e.deletingQueue()
 	const n = 5
 	for i := range n {
 		e.publish(p, Refund{Amount: i})
@@ -391,11 +382,8 @@ func shortDelay(t *testing.T, f *Fixture, which sqlqueue.Form) {
 // writes, each retry rolls them back, whatever the other deliveries do meanwhile.
 func txWorkers(t *testing.T, f *Fixture, which sqlqueue.Form) {
 	e := newEnv(t, f)
-	tb := sqlqueue.StandardTable("q")
-	tb.Columns.ProcessedAt = ""
-	e.create(tb)
+	tb, p := e.deletingQueue()
 	e.createSide()
-	p := e.publisher(tb, "q")
 	const n = 6
 	for i := range n {
 		e.publish(p, Refund{Amount: i})

@@ -29,13 +29,11 @@ func RunLease(t *testing.T, open Open) {
 // ErrLeaseLost and changes nothing; B's settles the row.
 func leaseLost(t *testing.T, f *Fixture, tx bool) {
 	e := newEnv(t, f)
-	tb := sqlqueue.StandardTable("q")
-	tb.Columns.ProcessedAt = ""
-	e.create(tb)
+	tb, p := e.deletingQueue()
 	if tx {
 		e.createSide()
 	}
-	id := e.publish(e.publisher(tb, "q"), Refund{Card: "c"})
+	id := e.publish(p, Refund{Card: "c"})
 	lease := 10 * time.Second
 
 	clockB := clock.NewVirtual(Epoch.Add(lease + time.Second))
@@ -123,10 +121,8 @@ func leaseLost(t *testing.T, f *Fixture, tx bool) {
 // original lease finds nothing and the slow handler's ack succeeds.
 func leaseExtended(t *testing.T, f *Fixture) {
 	e := newEnv(t, f)
-	tb := sqlqueue.StandardTable("q")
-	tb.Columns.ProcessedAt = ""
-	e.create(tb)
-	e.publish(e.publisher(tb, "q"), Refund{Card: "c"})
+	tb, p := e.deletingQueue()
+	e.publish(p, Refund{Card: "c"})
 	lease := 10 * time.Second
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
@@ -190,10 +186,7 @@ func leaseExtended(t *testing.T, f *Fixture) {
 // settlement reports ErrLeaseLost.
 func lostInGroup(t *testing.T, f *Fixture) {
 	e := newEnv(t, f)
-	tb := sqlqueue.StandardTable("q")
-	tb.Columns.ProcessedAt = ""
-	e.create(tb)
-	p := e.publisher(tb, "q")
+	tb, p := e.deletingQueue()
 	ids := []int64{e.publish(p, Refund{Amount: 1}), e.publish(p, Refund{Amount: 2}), e.publish(p, Refund{Amount: 3})}
 	lease := 10 * time.Second
 	entered := make(chan struct{}, 3)

@@ -170,6 +170,16 @@ func (e *env) create(tables ...sqlqueue.Table) {
 	}
 }
 
+// deletingQueue creates the standard table q without processed_at (acks and drops delete the
+// row) and returns it with a publisher to its group q.
+func (e *env) deletingQueue() (sqlqueue.Table, *sqlqueue.Publisher) {
+	e.t.Helper()
+	tb := sqlqueue.StandardTable("q")
+	tb.Columns.ProcessedAt = ""
+	e.create(tb)
+	return tb, e.publisher(tb, "q")
+}
+
 func (e *env) publisher(tb sqlqueue.Table, group string) *sqlqueue.Publisher {
 	e.t.Helper()
 	p, err := sqlqueue.NewPublisher(e.f.Dialect, e.f.DB, tb, group, sqlqueue.PublishClock(e.clock))
