@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Starts PostgreSQL, MariaDB and RabbitMQ when they are not answering, and waits (bounded) until
-# each accepts connections. Idempotent: a running service is left alone.
+# Starts PostgreSQL, MariaDB, RabbitMQ and NATS (with JetStream) when they are not answering, and
+# waits (bounded) until each accepts connections. Idempotent: a running service is left alone.
 set -u
 
 wait_for() { # name, check command, seconds
@@ -23,6 +23,7 @@ maria_up() {
 	if command -v mariadb-admin >/dev/null; then mariadb-admin -h 127.0.0.1 -uroot ping; else port_open 3306; fi
 }
 rabbit_up() { port_open 5672; }
+nats_up() { port_open 4222; }
 
 status=0
 if ! pg_up >/dev/null 2>&1; then
@@ -42,5 +43,13 @@ if ! rabbit_up; then
 	rabbitmq-server -detached || true
 fi
 wait_for RabbitMQ rabbit_up 120 || status=1
+
+if ! nats_up; then
+	echo "services: starting NATS"
+	mkdir -p /var/lib/nats-server
+	start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+		-a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server || true
+fi
+wait_for NATS nats_up 30 || status=1
 
 exit $status

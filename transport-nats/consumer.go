@@ -1,0 +1,167 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+)
+
+// consumer is one subscription's pull consumer: its core.Source (Next hands out the messages of
+// one fetch at a time) and its core.Finisher (settle.go).
+type consumer struct {
+	c     *Conn
+	cfg   *queueConfig
+	js    jetstream.JetStream
+	cons  jetstream.Consumer
+	log   *slog.Logger
+	clock clock.Clock
+	queue string
+	batch int
+	lease time.Duration
+	dest  string
+
+	ctx    context.Context // ends at Close: stops the fetch in flight and the lease loop
+	cancel context.CancelFunc
+
+	cur       jetstream.MessageBatch // the fetch being handed out; touched only by Next and Close
+	curCancel context.CancelFunc
+
+	leaseMu sync.Mutex
+	head    *Delivery // fetched, not settled: extended with +WPI
+	held    map[*Delivery]clock.Timer
+	closed  bool
+	loop    sync.WaitGroup
+
+	dl       dlBackoff
+	advisory *nats.Subscription
+}
+
+var (
+	_ core.Source   = (*consumer)(nil)
+	_ core.Finisher = (*consumer)(nil)
+)
+
+func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, core.Finisher, error) {
+	o := sub.Options
+	if o.Cap > 0 {
+		if err := validPublishSubject("core.DeadLetterAfter destination (a subject)", o.DeadLetterTo); err != nil {
+			return nil, nil, err
+		}
+		if covers(q.cfg.subject, o.DeadLetterTo) {
+			return nil, nil, fmt.Errorf("core.DeadLetterAfter(%d, %q): the dead-letter subject is the queue's own subject %q; dead letters would come back to it",
+				o.Cap, o.DeadLetterTo, q.cfg.subject)
+		}
+	}
+	js, err := q.c.jetStream()
+	if err != nil {
+		return nil, nil, err
+	}
+	t := topology{cfg: &q.cfg, declare: q.c.declare, cap: o.Cap, dest: o.DeadLetterTo}
+	cons, ci, err := t.ensure(ctx, js)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &consumer{
+		c: q.c, cfg: &q.cfg, js: js, cons: cons, log: sub.Logger, clock: sub.Clock, queue: q.cfg.subject,
+		batch: max(o.Workers, 1), lease: leaseOf(ci), dest: o.DeadLetterTo,
+		held: make(map[*Delivery]clock.Timer),
+	}
+	if c.log == nil {
+		c.log = q.c.log
+	}
+	if c.clock == nil {
+		c.clock = q.c.clock
+	}
+	c.dl = dlBackoff{min: q.c.dlWait[0], max: q.c.dlWait[1]}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if err := c.watchAdvisories(); err != nil {
+		c.cancel()
+		return nil, nil, err
+	}
+	c.loop.Add(1)
+	go c.extend()
+	return c, c, nil
+}
+
+// Next hands out the next message of the current fetch, fetching a batch of the subscription's
+// worker count when none is left.
+func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
+	for {
+		if c.cur == nil {
+			// The context's deadline sets the pull request's expiry on the server; Close cancels it.
+			fctx, cancel := context.WithTimeout(c.ctx, c.cfg.fetchWait)
+			b, err := c.cons.Fetch(c.batch, jetstream.FetchContext(fctx))
+			if err != nil {
+				cancel()
+				if c.ctx.Err() != nil {
+					return nil, core.ErrClosed
+				}
+				return nil, fmt.Errorf("fetch from consumer %q on stream %q: %w", c.cfg.durable, c.cfg.stream, err)
+			}
+			c.cur, c.curCancel = b, cancel
+		}
+		select {
+		case m, ok := <-c.cur.Messages():
+			if ok {
+				return c.wrap(m)
+			}
+			err := c.cur.Error()
+			c.endFetch()
+			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				return nil, fmt.Errorf("fetch from consumer %q on stream %q: %w", c.cfg.durable, c.cfg.stream, err)
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (c *consumer) endFetch() {
+	c.curCancel()
+	c.cur, c.curCancel = nil, nil
+}
+
+func (c *consumer) wrap(m jetstream.Msg) (core.Delivery, error) {
+	meta, err := m.Metadata()
+	if err != nil {
+		_ = m.Nak()
+		return nil, fmt.Errorf("consumer %q on stream %q: a message without JetStream metadata: %w", c.cfg.durable, c.cfg.stream, err)
+	}
+	d := &Delivery{msg: m, attempt: int(meta.NumDelivered), seq: meta.Sequence.Stream, src: c}
+	c.track(d)
+	return d, nil
+}
+
+// Close stops fetching and returns every message fetched but not handed out, and every message
+// held after a failed dead letter, with -NAK: they are delivered again at once.
+func (c *consumer) Close() error {
+	c.cancel()
+	if c.cur != nil {
+		for m := range c.cur.Messages() { // the fetch ends with its context
+			_ = m.Nak()
+		}
+		c.endFetch()
+	}
+	c.leaseMu.Lock()
+	c.closed = true
+	for d, t := range c.held {
+		t.Stop()
+		delete(c.held, d)
+		c.untrackLocked(d)
+		_ = d.msg.Nak()
+	}
+	c.leaseMu.Unlock()
+	c.loop.Wait()
+	if c.advisory != nil {
+		_ = c.advisory.Unsubscribe()
+	}
+	return nil
+}

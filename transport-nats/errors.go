@@ -1,0 +1,66 @@
+package natsjs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var (
+	// ErrNotFound is matched (errors.Is) by a TopologyError for a stream or consumer the server
+	// does not have, when settle only checks (DeclareTopology off) what a subscription needs, and
+	// for a dead-letter subject that no stream captures.
+	ErrNotFound = errors.New("not found on the server")
+	// ErrMismatch is matched by a TopologyError for a stream or consumer that exists with other
+	// settings than the endpoint declares.
+	ErrMismatch = errors.New("exists with other settings")
+	// ErrDeadLetterNotStored is the settlement error of a dead letter whose copy JetStream did not
+	// acknowledge: the original is not terminated; it is held, then returned to be delivered again.
+	ErrDeadLetterNotStored = errors.New("the dead-letter copy was not stored")
+)
+
+// TopologyError reports a stream or consumer that is missing or that exists with other settings
+// than the endpoint declares. It matches ErrNotFound or ErrMismatch with errors.Is and unwraps to
+// the server's error, if there was one.
+type TopologyError struct {
+	// Kind is "stream", "consumer" or "dead-letter subject".
+	Kind string
+	// Name names it; a consumer's name is "stream/consumer".
+	Name string
+	// Missing is true when it does not exist; otherwise Diffs lists the differences.
+	Missing bool
+	// Diffs are the differing settings, each "setting: server X, declared Y".
+	Diffs []string
+	// Hint says what to do about it.
+	Hint string
+	// Err is the server's error, if any.
+	Err error
+}
+
+func (e *TopologyError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %q", e.Kind, e.Name)
+	if e.Missing {
+		b.WriteString(" does not exist")
+	} else {
+		b.WriteString(" exists with other settings: ")
+		b.WriteString(strings.Join(e.Diffs, "; "))
+	}
+	if e.Hint != "" {
+		b.WriteString(" (")
+		b.WriteString(e.Hint)
+		b.WriteString(")")
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Is makes a TopologyError match ErrNotFound or ErrMismatch.
+func (e *TopologyError) Is(target error) bool {
+	return (target == ErrNotFound && e.Missing) || (target == ErrMismatch && !e.Missing)
+}
+
+func (e *TopologyError) Unwrap() error { return e.Err }
