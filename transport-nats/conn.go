@@ -195,6 +195,9 @@ func (c *Conn) jetStream() (jetstream.JetStream, error) {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(false),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err == nil { // closed on purpose
+				return
+			}
 			log.Warn("nats: disconnected; reconnecting", "server", nc.ConnectedUrlRedacted(), "error", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {

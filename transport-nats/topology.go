@@ -138,6 +138,10 @@ func (t *topology) ensureConsumer(ctx context.Context, js jetstream.JetStream, s
 				return nil, nil, fmt.Errorf("declare consumer %q: %w", name, err)
 			}
 		}
+	} else if errors.Is(err, jetstream.ErrNotPullConsumer) {
+		return nil, nil, &TopologyError{Kind: "consumer", Name: name,
+			Diffs: []string{"deliver_subject: server has one, a push consumer; settle needs a pull consumer (none)"},
+			Hint:  "settle does not change an existing consumer: delete it, or name another with natsjs.Durable"}
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("consumer %q: %w", name, err)
 	}
