@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,6 +43,10 @@ type consumer struct {
 
 	dl       dlBackoff
 	advisory *nats.Subscription
+
+	// lastDone is the latest delivery acknowledged or terminated: Close sends a request on its
+	// ack subject as a barrier (see Close).
+	lastDone atomic.Pointer[Delivery]
 }
 
 var (
@@ -141,8 +146,13 @@ func (c *consumer) wrap(m jetstream.Msg) (core.Delivery, error) {
 }
 
 // Close stops fetching and returns every message fetched but not handed out, and every message
-// held after a failed dead letter, with -NAK: they are delivered again at once.
+// held after a failed dead letter, with -NAK: they are delivered again at once. It returns once
+// the server has processed the acknowledgements sent before it: acknowledgements are published
+// without a reply, and the server handles a consumer's acknowledgements in order, so a +WPI
+// request on the ack subject of the latest acknowledged delivery (a no-op for a settled message)
+// is answered only after all of them.
 func (c *consumer) Close() error {
+	defer c.barrier()
 	c.cancel()
 	if c.cur != nil {
 		for m := range c.cur.Messages() { // the fetch ends with its context
@@ -164,4 +174,19 @@ func (c *consumer) Close() error {
 		_ = c.advisory.Unsubscribe()
 	}
 	return nil
+}
+
+func (c *consumer) barrier() {
+	d := c.lastDone.Load()
+	if d == nil {
+		return
+	}
+	nc, err := c.c.NATS()
+	if err == nil {
+		_, err = nc.Request(d.msg.Reply(), []byte("+WPI"), c.c.timeout)
+	}
+	if err != nil {
+		c.log.Warn("nats: the server did not confirm the acknowledgements sent before closing; they may still be in flight",
+			"stream", c.cfg.stream, "consumer", c.cfg.durable, "error", err)
+	}
 }

@@ -52,6 +52,9 @@ func (c *consumer) deadLetter(ctx context.Context, d *Delivery, v core.Verdict, 
 	c.dl.succeed()
 	err = d.msg.Term()
 	c.untrack(d)
+	if err == nil {
+		c.lastDone.Store(d)
+	}
 	if err != nil {
 		err = fmt.Errorf("natsjs: +TERM after dead letter of stream %q sequence %d: %w", c.cfg.stream, d.seq, err)
 	}

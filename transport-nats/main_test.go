@@ -1,6 +1,8 @@
 package natsjs_test
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -30,10 +32,44 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// nats-server removes its account's streams directory, asynchronously, when a delete leaves it
+	// empty, racing a stream created meanwhile ("could not create storage directory"). A stream
+	// kept for the whole run keeps the directory, on both servers, while tests come and go.
+	dropAnchors := []func(){anchor(embedded.URL())}
+	if nc, err := nats.Connect(realURL, nats.Timeout(2*time.Second), nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		dropAnchors = append(dropAnchors, anchor(realURL))
+	}
 	code := m.Run()
+	for _, drop := range dropAnchors {
+		drop()
+	}
 	embedded.Shutdown()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// anchor creates a stream of this run on the server at url and returns its removal.
+func anchor(url string) func() {
+	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
+	if err != nil {
+		return func() {}
+	}
+	js, _ := jetstream.New(nc)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "settle_test_anchor_" + hex.EncodeToString(b[:])
+	ctx, cancel := contextWithTimeout(5 * time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name}}); err != nil {
+		fmt.Fprintf(os.Stderr, "anchor stream on %s: %v\n", url, err)
+	}
+	return func() {
+		ctx, cancel := contextWithTimeout(5 * time.Second)
+		defer cancel()
+		_ = js.DeleteStream(ctx, name)
+		nc.Close()
+	}
 }
 
 // server is one target of the tests: the real server or the embedded one.

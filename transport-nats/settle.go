@@ -49,6 +49,9 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		err = del.msg.Nak()
 	}
 	c.untrack(del)
+	if err == nil && (v.Action == core.ActAck || v.Action == core.ActDrop) {
+		c.lastDone.Store(del)
+	}
 	if err != nil {
 		err = fmt.Errorf("natsjs: %s of stream %q sequence %d: %w", v.Action, c.cfg.stream, del.seq, err)
 	}

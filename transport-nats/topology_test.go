@@ -193,7 +193,10 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"empty url", func() error { _, err := natsjs.New(" "); return err }, "URL is empty"},
 		{"nil option", func() error { _, err := natsjs.New("nats://x", nil); return err }, "nil option"},
-		{"bad backoff", func() error { _, err := natsjs.New("nats://x", natsjs.DeadLetterBackoff(time.Second, time.Millisecond)); return err }, "DeadLetterBackoff"},
+		{"bad backoff", func() error {
+			_, err := natsjs.New("nats://x", natsjs.DeadLetterBackoff(time.Second, time.Millisecond))
+			return err
+		}, "DeadLetterBackoff"},
 		{"nil conn", func() error { _, err := natsjs.NewQueue(nil, "work"); return err }, "nil Conn"},
 		{"empty subject", func() error { _, err := natsjs.NewQueue(c, ""); return err }, "subject is empty"},
 		{"empty token", func() error { _, err := natsjs.NewQueue(c, "a..b"); return err }, "empty token"},
@@ -212,9 +215,15 @@ func TestBadInput(t *testing.T) {
 			_, err := natsjs.PublishRaw(context.Background(), c, "work", nil, map[string]string{"a": "1\r\nb: 2"}, "")
 			return err
 		}, "line break"},
-		{"empty id", func() error { _, err := natsjs.Publish(context.Background(), c, "work", 1, natsjs.WithMsgID("")); return err }, "message id is empty"},
+		{"empty id", func() error {
+			_, err := natsjs.Publish(context.Background(), c, "work", 1, natsjs.WithMsgID(""))
+			return err
+		}, "message id is empty"},
 		{"unencodable", func() error { _, err := natsjs.Publish(context.Background(), c, "work", func() {}); return err }, "encode func()"},
-		{"no stream", func() error { _, err := natsjs.Publish(context.Background(), c, "nothing.captures.this", 1); return err }, `publish to "nothing.captures.this"`},
+		{"no stream", func() error {
+			_, err := natsjs.Publish(context.Background(), c, "nothing.captures.this", 1)
+			return err
+		}, `publish to "nothing.captures.this"`},
 	} {
 		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
 			err := tc.err()

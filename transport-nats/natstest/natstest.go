@@ -1,6 +1,7 @@
 // Package natstest runs real nats-servers with JetStream inside the process, for tests and
 // examples that have no server to talk to: the server code of github.com/nats-io/nats-server/v2,
-// not a fake, listening on loopback and storing in a directory of the caller's.
+// not a fake, listening on loopback and storing in a directory of the caller's. The servers log
+// nothing unless SETTLE_TEST_NATS_LOG is set (to "debug" for the protocol's details).
 //
 //	srv := natstest.New(t)                 // one server, random port, t.TempDir() storage
 //	conn, _ := natsjs.New(srv.URL(), natsjs.DeclareTopology(true))
@@ -15,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,9 +47,15 @@ func Start(dir string) (*Server, error) {
 }
 
 func start(o *server.Options) (*Server, error) {
+	if os.Getenv("SETTLE_TEST_NATS_LOG") != "" {
+		o.NoLog, o.Debug = false, os.Getenv("SETTLE_TEST_NATS_LOG") == "debug"
+	}
 	s, err := server.NewServer(o)
 	if err != nil {
 		return nil, fmt.Errorf("natstest: new server %s: %w", o.ServerName, err)
+	}
+	if !o.NoLog {
+		s.ConfigureLogger() // to stderr
 	}
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
