@@ -136,14 +136,17 @@ func (t Table) Validate() error {
 }
 
 // ParseTableRef reads "name" or "schema.name" (a dead-letter table destination) and validates it.
+// Both parts of a dotted name must be valid identifiers: ".jobs" and "jobs." are refused, not
+// read as an unqualified name.
 func ParseTableRef(s string) (TableRef, error) {
 	var r TableRef
-	if schema, name, ok := strings.Cut(s, "."); ok {
+	schema, name, dotted := strings.Cut(s, ".")
+	if dotted {
 		r = TableRef{Schema: schema, Name: name}
 	} else {
 		r = TableRef{Name: s}
 	}
-	if (r.Schema != "" && !ValidIdent(r.Schema)) || !ValidIdent(r.Name) {
+	if (dotted && !ValidIdent(r.Schema)) || !ValidIdent(r.Name) {
 		return TableRef{}, fmt.Errorf("sqlqueue: %q is not a valid table name (name or schema.name; letters, digits, _ and $, at most 63 bytes each)", s)
 	}
 	return r, nil
