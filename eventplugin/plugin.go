@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -31,7 +32,7 @@ type Plugin struct {
 	mu       sync.Mutex
 	name     string
 	manifest Manifest
-	client   *plugin.Client
+	proc     *process
 	rpc      *grpcClient
 	gen      uint64 // counts starts, so that one failure is acted on once
 	down     error  // why the plugin is down; nil while it runs
@@ -181,12 +182,16 @@ func check(r *Request, ev Event, stmts []Statement) error {
 	if r.Event == EventClaim && len(stmts) == 0 {
 		return fmt.Errorf("%w: a claim needs a query returning the claimed rows", ErrBadStatement)
 	}
-	backslash := r.Dialect == "mysql" || r.Dialect == "mariadb"
+	g := grammarOf(r.Dialect, r.Placeholders)
 	for i, st := range stmts {
 		if strings.TrimSpace(st.SQL) == "" {
 			return fmt.Errorf("%w: statement %d is empty", ErrBadStatement, i+1)
 		}
-		if n := countPlaceholders(st.SQL, r.Placeholders, backslash); n != len(st.Args) {
+		n, err := g.count(st.SQL)
+		if err != nil {
+			return fmt.Errorf("%w: statement %d, read as %s reads it: %v", ErrBadStatement, i+1, g, err)
+		}
+		if n != len(st.Args) {
 			return &ArgCountError{Statement: i + 1, Placeholders: n, Args: len(st.Args)}
 		}
 	}
@@ -202,8 +207,8 @@ func (p *Plugin) fail(gen uint64, e Event, cause error) {
 		return
 	}
 	p.down = cause
-	old := p.client
-	p.client, p.rpc = nil, nil
+	old := p.proc
+	p.proc, p.rpc = nil, nil
 	wait := p.backoff
 	p.backoff = min(2*p.backoff, p.cfg.maxBackoff)
 	p.log.Error("eventplugin: plugin failed during an event; restarting it", "event", e.String(), "err", cause, "backoff", wait)
@@ -212,7 +217,7 @@ func (p *Plugin) fail(gen uint64, e Event, cause error) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		old.Kill()
+		old.kill(true) // the failure is logged above
 	}()
 }
 
@@ -247,7 +252,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.startMu.Lock()
 	defer p.startMu.Unlock()
 	p.mu.Lock()
-	if p.client != nil || p.closed {
+	if p.proc != nil || p.closed {
 		// Another start got there first (or Close did).
 		closed := p.closed
 		p.mu.Unlock()
@@ -259,7 +264,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	name := p.name
 	p.mu.Unlock()
 
-	client, rpc, m, err := p.launch(ctx, name)
+	proc, rpc, m, err := p.launch(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -269,7 +274,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			client.Kill()
+			proc.kill(true)
 		}()
 		return &StartError{Plugin: name, Path: p.path, Err: ErrClosed}
 	}
@@ -278,7 +283,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		p.log = p.cfg.logger.With("plugin", m.Name)
 	}
 	p.manifest = m
-	p.client, p.rpc = client, rpc
+	p.proc, p.rpc = proc, rpc
 	p.gen++
 	p.down = nil
 	if p.timer != nil {
@@ -290,7 +295,7 @@ func (p *Plugin) start(ctx context.Context) error {
 }
 
 // launch runs the binary, completes the handshake and reads the manifest.
-func (p *Plugin) launch(ctx context.Context, name string) (*plugin.Client, *grpcClient, Manifest, error) {
+func (p *Plugin) launch(ctx context.Context, name string) (*process, *grpcClient, Manifest, error) {
 	startTimeout := p.cfg.startTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		startTimeout = min(startTimeout, time.Until(dl))
@@ -300,12 +305,18 @@ func (p *Plugin) launch(ctx context.Context, name string) (*plugin.Client, *grpc
 	}
 	cmd := exec.Command(p.path, p.cfg.args...)
 	cmd.Env = append(cmd.Env, p.cfg.env...)
+	if !p.cfg.noDeathSignal {
+		// The process dies with the host, however the host ends (kill -9, os.Exit after a
+		// failed start): no plugin outlives its host where the system can say so.
+		setDeathSignal(cmd)
+	}
 	var secure *plugin.SecureConfig
 	if p.cfg.secure != nil {
 		p.cfg.secure.Hash.Reset() // go-plugin does not reset it, and restarts check again
 		secure = p.cfg.secure
 	}
 	stderr := &tail{max: 2048}
+	quiet := new(atomic.Bool)
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: pluginSets(nil),
@@ -313,17 +324,19 @@ func (p *Plugin) launch(ctx context.Context, name string) (*plugin.Client, *grpc
 		SecureConfig:     secure,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		StartTimeout:     startTimeout,
-		Logger:           &hclogAdapter{l: p.cfg.logger.With("plugin", name)},
+		Logger:           &hclogAdapter{l: p.cfg.logger.With("plugin", name), quiet: quiet},
 		Stderr:           stderr,
 	})
-	fail := func(kind, err error) (*plugin.Client, *grpcClient, Manifest, error) {
-		client.Kill() // waits for the process and its output, so the stderr tail is whole
+	proc, proto, err := startProcess(client, quiet)
+	fail := func(kind, err error) (*process, *grpcClient, Manifest, error) {
+		// The StartError says what went wrong; the kill is no news. Kill waits for the process
+		// and its output, so the stderr tail is whole.
+		proc.kill(true)
 		if kind == nil {
 			kind = classifyStart(err, stderr.String())
 		}
 		return nil, nil, Manifest{}, &StartError{Plugin: name, Path: p.path, Kind: kind, Err: err, Stderr: stderr.String()}
 	}
-	proto, err := client.Client()
 	if err != nil {
 		return fail(nil, err)
 	}
@@ -341,7 +354,7 @@ func (p *Plugin) launch(ctx context.Context, name string) (*plugin.Client, *grpc
 	if err := m.validate(); err != nil {
 		return fail(ErrManifest, err)
 	}
-	return client, rpc, m, nil
+	return proc, rpc, m, nil
 }
 
 // classifyStart tells why go-plugin could not start a binary, from its error and stderr.
@@ -375,12 +388,12 @@ func (p *Plugin) Close() error {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
-	client := p.client
-	p.client, p.rpc = nil, nil
+	proc := p.proc
+	p.proc, p.rpc = nil, nil
 	p.notify()
 	p.mu.Unlock()
-	if client != nil {
-		client.Kill()
+	if proc != nil {
+		proc.kill(false)
 	}
 	p.wg.Wait()
 	return nil
