@@ -59,7 +59,10 @@
 // the form returns it (rollback, lease, unlock). A crash or a hang also takes the plugin down
 // and restarts it after a backoff on the Plugin's clock (doubling while failures repeat);
 // meanwhile its events fail at once with ErrUnavailable. Every failure is logged with the
-// plugin's name and the event. A binary that cannot serve (not a plugin, wrong magic cookie,
+// plugin's name and the event. On SQLite the call to the plugin happens while the settlement
+// holds the write lock: keep CallTimeout below the busy timeout. A plugin process ends with its
+// host (the parent-death signal on Linux, and Serve's watch of its parent everywhere). A binary
+// that cannot serve (not a plugin, wrong magic cookie,
 // protocol mismatch, checksum mismatch, malformed manifest) is refused at Load with a
 // StartError, so the subscription it was meant for never starts.
 package eventplugin

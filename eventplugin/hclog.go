@@ -5,16 +5,40 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 )
 
 // hclogAdapter carries go-plugin's own logs, and the plugin process's standard error it
-// forwards, into the host's slog logger.
+// forwards, into the host's slog logger, whose attributes already name the plugin.
 type hclogAdapter struct {
 	l    *slog.Logger
 	name string
 	args []any
+	// quiet is set when the host kills the process on purpose (a failed start, a crash or a
+	// hang it has already reported): go-plugin's complaints about that kill are then debug
+	// lines, not warnings. Shared by every logger derived from one process's adapter.
+	quiet *atomic.Bool
+}
+
+// killMessages are go-plugin's lines about a kill.
+var killMessages = map[string]bool{
+	"plugin failed to exit gracefully": true,
+	"error closing client during Kill": true,
+}
+
+// renameKeys returns args with go-plugin's "plugin" key (the binary's path, while the host's
+// own "plugin" attribute holds the plugin's name) spelled "path", so each line names the
+// plugin once.
+func renameKeys(args []any) []any {
+	for i := 0; i+1 < len(args); i += 2 {
+		if k, ok := args[i].(string); ok && k == "plugin" {
+			args = append([]any(nil), args...)
+			args[i] = "path"
+		}
+	}
+	return args
 }
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
@@ -33,13 +57,16 @@ func slogLevel(l hclog.Level) slog.Level {
 
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	lv := slogLevel(level)
+	if a.quiet != nil && a.quiet.Load() && killMessages[msg] {
+		lv = slog.LevelDebug
+	}
 	if !a.l.Enabled(context.Background(), lv) {
 		return
 	}
 	if a.name != "" {
 		msg = a.name + ": " + msg
 	}
-	a.l.Log(context.Background(), lv, msg, append(a.args[:len(a.args):len(a.args)], args...)...)
+	a.l.Log(context.Background(), lv, msg, append(a.args[:len(a.args):len(a.args)], renameKeys(args)...)...)
 }
 
 func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
@@ -59,7 +86,7 @@ func (a *hclogAdapter) IsError() bool { return a.enabled(slog.LevelError) }
 func (a *hclogAdapter) ImpliedArgs() []any { return a.args }
 
 func (a *hclogAdapter) With(args ...any) hclog.Logger {
-	return &hclogAdapter{l: a.l, name: a.name, args: append(a.args[:len(a.args):len(a.args)], args...)}
+	return &hclogAdapter{l: a.l, name: a.name, args: append(a.args[:len(a.args):len(a.args)], renameKeys(args)...), quiet: a.quiet}
 }
 
 func (a *hclogAdapter) Name() string { return a.name }
@@ -68,11 +95,11 @@ func (a *hclogAdapter) Named(name string) hclog.Logger {
 	if a.name != "" {
 		name = a.name + "." + name
 	}
-	return &hclogAdapter{l: a.l, name: name, args: a.args}
+	return &hclogAdapter{l: a.l, name: name, args: a.args, quiet: a.quiet}
 }
 
 func (a *hclogAdapter) ResetNamed(name string) hclog.Logger {
-	return &hclogAdapter{l: a.l, name: name, args: a.args}
+	return &hclogAdapter{l: a.l, name: name, args: a.args, quiet: a.quiet}
 }
 
 // SetLevel is ignored: the slog handler decides.

@@ -140,10 +140,35 @@ func runHelper(mode string) {
 		fmt.Println("hello, I am a command-line tool")
 	case "silent":
 		select {} // a binary that never speaks: the host's start timeout ends it
+	case "host", "host-no-deathsig":
+		runHost(mode == "host-no-deathsig")
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 		os.Exit(2)
 	}
+}
+
+// runHost is a service that loads the test binary as its plugin ("ok"), prints "ready <pid of
+// the plugin>" and runs until it is killed. Without the death signal only the plugin's own
+// watch of its parent can end the plugin after the host dies.
+func runHost(noDeathSignal bool) {
+	os.Unsetenv(helperEnv) // go-plugin passes the host's environment after Env's entries
+	opts := []Option{Env(helperEnv + "=ok")}
+	if noDeathSignal {
+		opts = append(opts, func(c *config) error { c.noDeathSignal = true; return nil })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	p, err := Load(ctx, os.Args[0], opts...)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "host: load:", err)
+		os.Exit(2)
+	}
+	p.mu.Lock()
+	rc := p.proc.client.ReattachConfig()
+	p.mu.Unlock()
+	fmt.Printf("ready %d\n", rc.Pid)
+	select {}
 }
 
 // loadHelper loads the test binary as a plugin in mode.

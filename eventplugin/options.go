@@ -26,6 +26,8 @@ type config struct {
 	secure       *plugin.SecureConfig
 	args         []string
 	env          []string
+	// noDeathSignal leaves the death signal off, so that tests can show Serve's own watch.
+	noDeathSignal bool
 }
 
 func defaultConfig() config {
@@ -41,6 +43,11 @@ func defaultConfig() config {
 
 // CallTimeout bounds each call to the plugin (default 5 s). A plugin that does not answer in
 // time fails the event (ErrTimeout) and is restarted.
+//
+// On SQLite keep it below the database's busy timeout (sqlite.BusyTimeout, 5 s by default):
+// the call to the plugin happens inside the settlement's transaction, which holds the write
+// lock, so every other writer waits for a hung plugin as long as the call timeout, and one
+// that waits past its busy timeout fails with "database is locked".
 func CallTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
