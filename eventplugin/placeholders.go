@@ -71,9 +71,14 @@ func (g grammar) String() string {
 	return "grammar(" + strconv.Itoa(int(g)) + ")"
 }
 
-// errNUL refuses a NUL byte: SQLite stops reading at it, the other servers refuse it, so no
-// count is right for every server.
-var errNUL = errors.New("the statement holds a NUL byte")
+var (
+	// errNUL refuses a NUL byte: SQLite stops reading at it, the other servers refuse it, so no
+	// count is right for every server.
+	errNUL = errors.New("the statement holds a NUL byte")
+	// errUnreadable is text the server cannot read either: an unterminated literal, identifier
+	// or comment, a parameter it numbers nowhere.
+	errUnreadable = errors.New("the server cannot read it")
+)
 
 // count returns how many arguments the server binds for sql: the number of parameters, or for
 // "$n" and "?NNN" parameters the highest number. Text the server would refuse to read
@@ -99,7 +104,7 @@ func (g grammar) count(sql string) (int, error) {
 
 // unterminated reports text that opens at sql[i] and never closes.
 func unterminated(what string, i int) error {
-	return fmt.Errorf("unterminated %s starting at byte %d", what, i)
+	return fmt.Errorf("%w: unterminated %s starting at byte %d", errUnreadable, what, i)
 }
 
 // closeQuote returns the index of the quote q closing the literal or identifier opened at
@@ -207,7 +212,7 @@ func countSQLite(sql string) (int, error) {
 			} else {
 				v, ok := number(sql[i+1:j], sqliteMaxVariable)
 				if !ok || v < 1 {
-					return 0, fmt.Errorf("parameter %s at byte %d: SQLite numbers parameters ?1 to ?%d", sql[i:j], i, sqliteMaxVariable)
+					return 0, fmt.Errorf("%w: parameter %s at byte %d: SQLite numbers parameters ?1 to ?%d", errUnreadable, sql[i:j], i, sqliteMaxVariable)
 				}
 				st.n = max(st.n, v)
 			}
@@ -315,11 +320,14 @@ func countPostgres(sql string) (int, error) {
 			}
 			if j > i+1 {
 				if j < len(sql) && pgIdentStart(sql[j]) {
-					return 0, fmt.Errorf("trailing junk after parameter %s at byte %d", sql[i:j+1], i)
+					return 0, fmt.Errorf("%w: trailing junk after parameter %s at byte %d", errUnreadable, sql[i:j+1], i)
 				}
 				v, ok := number(sql[i+1:j], postgresMaxParams)
-				if !ok || v < 1 {
-					return 0, fmt.Errorf("parameter %s at byte %d: parameters are $1 to $%d", sql[i:j], i, postgresMaxParams)
+				switch {
+				case !ok:
+					return 0, fmt.Errorf("parameter %s at byte %d: the protocol binds $1 to $%d", sql[i:j], i, postgresMaxParams)
+				case v < 1:
+					return 0, fmt.Errorf("%w: parameter %s at byte %d: there is no parameter $0", errUnreadable, sql[i:j], i)
 				}
 				n = max(n, v)
 				i = j
