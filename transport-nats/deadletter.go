@@ -3,7 +3,6 @@ package natsjs
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,9 +14,10 @@ import (
 
 // deadLetter publishes a copy of the delivery to v.Dest with the dead-letter headers and the
 // original's headers, waits for JetStream's publish acknowledgement, then terminates the
-// original. The copy's Nats-Msg-Id is "<stream>:<sequence>" of the original, so a copy published
-// again (the original came back before its +TERM reached the server) is dropped by the
-// destination stream's duplicate window.
+// original. The copy keeps the original's message id (its Nats-Msg-Id, or "<stream>:<sequence>"
+// when it has none) as its Nats-Msg-Id: the dead letter's deliveries report the same ID, and a
+// copy published again (the original came back before its +TERM reached the server) is dropped
+// by the destination stream's duplicate window.
 //
 // A copy that is not stored leaves the original unsettled: it stays leased (+WPI) for a backoff
 // on the clock (doubling per failure in a row, bounded by DeadLetterBackoff), then is returned
@@ -36,7 +36,7 @@ func (c *consumer) deadLetter(ctx context.Context, d *Delivery, v core.Verdict, 
 	for k, s := range h {
 		msg.Header.Set(k, s)
 	}
-	msg.Header.Set(jetstream.MsgIDHeader, c.cfg.stream+":"+strconv.FormatUint(d.seq, 10))
+	msg.Header.Set(jetstream.MsgIDHeader, d.ID())
 	_, err := c.js.PublishMsg(ctx, msg)
 	if err != nil {
 		wait := c.dl.fail(c.clock.Now())
