@@ -1,5 +1,5 @@
-// Command refunds is settle's first example: a refunds service on a SQLite queue table, or on
-// RabbitMQ with payouts beside the refunds.
+// Command refunds is settle's first example: a refunds service on a SQLite queue table, on
+// RabbitMQ with payouts beside the refunds, or on NATS JetStream.
 //
 //	go run ./examples/refunds                 # seed samples, process them, print a summary, exit
 //	go run ./examples/refunds -serve          # keep consuming what other processes insert
@@ -7,13 +7,18 @@
 //	go run ./examples/refunds -amqp amqp://guest:guest@localhost:5672/          # the same on RabbitMQ
 //	go run ./examples/refunds -amqp amqp://guest:guest@localhost:5672/ -serve
 //	go run ./examples/refunds publish -amqp amqp://… -queue refunds -ref r-42 -card busy-1 -cents 500
+//	go run ./examples/refunds -nats embedded                # on an in-process nats-server
+//	go run ./examples/refunds -nats nats://127.0.0.1:4222 -serve
+//	go run ./examples/refunds publish -nats nats://127.0.0.1:4222 -ref r-43 -card down-1
 //
 // A fake processor refuses by card: "busy…" → RetryAfter(backoff, doubled per attempt),
 // "down…" → Retry(), "closed…" → Drop() with a warning, anything else → ack. After 5 attempts a
 // refund moves to refunds.dead, whose handler logs it. On RabbitMQ (-amqp, or REFUNDS_AMQP_URL)
 // refunds live in the classic queue refunds, whose delayed retries wait in the waiting queue
 // refunds.retry (amqp.DLXTTL), and payouts in the quorum queue payouts, which moves a payout to
-// payouts.dead after its fifth delivery by itself. See README.md.
+// payouts.dead after its fifth delivery by itself. On NATS (-nats URL, or -nats embedded for an
+// in-process server) refunds are a JetStream stream with a durable pull consumer, whose delayed
+// retries the server holds (-NAK with delay). See README.md.
 package main
 
 import (
@@ -43,7 +48,11 @@ type Config struct {
 	// AMQP is a RabbitMQ URL (amqp://user:pass@host:port/vhost); set, the service runs on
 	// RabbitMQ instead of SQLite.
 	AMQP string
-	// Prefix goes in front of every RabbitMQ queue name (to keep several instances apart).
+	// NATS is a NATS server URL (nats://host:4222, several separated by commas), or "embedded"
+	// for an in-process server; set, the service runs on NATS JetStream.
+	NATS string
+	// Prefix goes in front of every RabbitMQ queue name or NATS subject (to keep several
+	// instances apart).
 	Prefix string
 }
 
@@ -61,11 +70,22 @@ func main() {
 		flag.BoolVar(&c.Serve, "serve", false, "keep consuming until interrupted instead of running the demo")
 		flag.DurationVar(&c.Poll, "poll", 200*time.Millisecond, "how often an idle queue is polled (SQLite)")
 		flag.StringVar(&c.AMQP, "amqp", os.Getenv("REFUNDS_AMQP_URL"), "RabbitMQ URL (default $REFUNDS_AMQP_URL); set, the service runs on RabbitMQ instead of SQLite")
-		flag.StringVar(&c.Prefix, "prefix", "", "prefix of every RabbitMQ queue name")
+		flag.StringVar(&c.NATS, "nats", os.Getenv("REFUNDS_NATS_URL"), "NATS server URL, or \"embedded\" for an in-process server (default $REFUNDS_NATS_URL); set, the service runs on NATS JetStream")
+		flag.StringVar(&c.Prefix, "prefix", "", "prefix of every RabbitMQ queue name or NATS subject")
 		flag.Parse()
-		if c.AMQP != "" {
+		switch {
+		case c.AMQP != "" && c.NATS != "":
+			err = errors.New("-amqp and -nats: choose one backend")
+		case c.NATS != "":
+			var url string
+			var stopServer func()
+			if url, stopServer, err = natsURL(c.NATS, log); err == nil {
+				err = RunNATS(ctx, c, url, os.Stdout, log)
+				stopServer()
+			}
+		case c.AMQP != "":
 			err = RunAMQP(ctx, c, amqp.URL(c.AMQP), os.Stdout, log)
-		} else {
+		default:
 			err = Run(ctx, c, os.Stdout, log)
 		}
 	}
@@ -75,11 +95,13 @@ func main() {
 	}
 }
 
-// publishCmd is the publish subcommand: one refund or payout to a RabbitMQ queue.
+// publishCmd is the publish subcommand: one refund or payout to a RabbitMQ queue, or one refund
+// to a NATS subject.
 func publishCmd(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("refunds publish", flag.ContinueOnError)
 	url := fs.String("amqp", os.Getenv("REFUNDS_AMQP_URL"), "RabbitMQ URL (default $REFUNDS_AMQP_URL)")
-	queue := fs.String("queue", Queue, "queue to publish to (refunds or payouts; the service must have declared it)")
+	natsURL := fs.String("nats", "", "NATS server URL: publish there instead of RabbitMQ")
+	queue := fs.String("queue", Queue, "queue (RabbitMQ) or subject (NATS) to publish to (refunds or payouts; the service must have declared it)")
 	var r Refund
 	fs.StringVar(&r.Ref, "ref", "", "the merchant's reference, also the message id")
 	fs.StringVar(&r.Card, "card", "4242-4242", "card: busy…, down…, closed… or anything else")
@@ -87,10 +109,14 @@ func publishCmd(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *url == "" || r.Ref == "" {
-		return errors.New("publish needs -amqp (or REFUNDS_AMQP_URL) and -ref")
+	if r.Ref == "" || (*url == "" && *natsURL == "") {
+		return errors.New("publish needs -amqp (or REFUNDS_AMQP_URL) or -nats, and -ref")
 	}
-	if err := PublishOne(ctx, amqp.URL(*url), *queue, r); err != nil {
+	if *natsURL != "" {
+		if err := PublishOneNATS(ctx, *natsURL, *queue, r); err != nil {
+			return err
+		}
+	} else if err := PublishOne(ctx, amqp.URL(*url), *queue, r); err != nil {
 		return err
 	}
 	fmt.Printf("published %s to %s\n", r.Ref, *queue)
