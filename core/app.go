@@ -44,9 +44,9 @@ func WithLogger(l *slog.Logger) AppOption { return func(a *App) { a.logger = l }
 // WithClock sets the clock every backend and subscription of the App uses (default: real).
 func WithClock(c clock.Clock) AppOption { return func(a *App) { a.clock = c } }
 
-// WithShutdownTimeout bounds how long Run waits for in-flight handlers when it stops (default
-// 30 s). Handlers still running then have their context cancelled; their deliveries are
-// abandoned and come back.
+// WithShutdownTimeout bounds each stage of stopping (default 30 s): how long Run waits for
+// in-flight handlers, then for handlers whose context it cancelled, then for sources and
+// backends to close. Deliveries of handlers still running are abandoned and come back.
 func WithShutdownTimeout(d time.Duration) AppOption {
 	return func(a *App) { a.shutdownTimeout = d }
 }
@@ -201,8 +201,11 @@ func (a *App) Run(ctx context.Context) error {
 		}
 	}
 
-	pullCtx, stopPulling := context.WithCancel(context.Background())
-	workCtx, cancelWork := context.WithCancel(context.Background())
+	// Handlers and settlements keep the caller's values (loggers, trace context) but not its
+	// cancellation: stopping is ordered below.
+	base := context.WithoutCancel(ctx)
+	pullCtx, stopPulling := context.WithCancel(base)
+	workCtx, cancelWork := context.WithCancel(base)
 	defer cancelWork()
 	var running sync.WaitGroup
 	for _, s := range subs {
@@ -231,10 +234,19 @@ func (a *App) Run(ctx context.Context) error {
 			a.logger.Error("settle: handlers ignored cancellation; closing backends under them (their messages return by rollback, lease or requeue)")
 		}
 	}
-	for _, s := range subs {
-		s.closeSource()
+	closed := make(chan struct{})
+	go func() {
+		for _, s := range subs {
+			s.closeSource()
+		}
+		closeBackends()
+		close(closed)
+	}()
+	if !a.waitOrTimeout(closed) {
+		a.logger.Error("settle: closing sources and backends did not finish within the shutdown timeout; returning without them (unsettled messages return by rollback, lease or requeue)",
+			"timeout", a.shutdownTimeout)
+		return nil
 	}
-	closeBackends()
 	a.logger.Info("settle: stopped")
 	return nil
 }

@@ -142,8 +142,14 @@ func TestWarningsNameQueueMessageAndAttempt(t *testing.T) {
 			t.Errorf("%q: %+v", c.msg, r)
 		}
 	}
-	if size := h.Logs.Find("settle: payload does not decode")[0].Attrs["size"]; size != int64(7) {
+	decode := h.Logs.Find("settle: payload does not decode")[0]
+	if size := decode.Attrs["size"]; size != int64(7) {
 		t.Errorf("decode warning size = %v", size)
+	}
+	// The subscription has no dead letter, so its dead_letter decode policy drops: the log
+	// names what was done.
+	if p := decode.Attrs["policy"]; p != "drop" {
+		t.Errorf("decode warning policy = %v, want drop", p)
 	}
 }
 

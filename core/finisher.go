@@ -65,13 +65,6 @@ type Subscription struct {
 	Clock clock.Clock
 }
 
-// ServerCounter is implemented by a Finisher whose server counts deliveries and moves a message
-// to its dead letter by itself (a RabbitMQ quorum queue with x-delivery-limit). Core then passes
-// a retry at the cap through unchanged instead of resolving it to a dead letter.
-type ServerCounter interface {
-	ServerCountsAttempts() bool
-}
-
 // Backend is something the App starts before its subscriptions open and closes after they have
 // stopped, in reverse order of registration: a connection pool, an AMQP connection.
 type Backend interface {

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -53,22 +54,73 @@ type Options struct {
 	// Observers are told of this subscription's settlements, before the App's observers.
 	Observers []Observer
 
-	ext map[any]any
+	ext map[any]*extValue
 }
 
-// Ext returns the value a backend option stored under key, and whether one was stored.
+// extValue is a backend option's value: the options that set it, for errors, and whether the
+// endpoint the subscription was opened on read it.
+type extValue struct {
+	value any
+	names []string
+	read  bool
+}
+
+// Ext returns the value a backend option stored under key, and whether one was stored. An
+// endpoint reads its own options with it in Endpoint.Open; the options it never reads are
+// refused (see SetExt).
 func (o *Options) Ext(key any) (any, bool) {
-	v, ok := o.ext[key]
-	return v, ok
+	e, ok := o.ext[key]
+	if !ok {
+		return nil, false
+	}
+	e.read = true
+	return e.value, true
 }
 
-// SetExt stores a backend option's value under key; backends call it from their own Option
-// constructors (see OptionFunc).
-func (o *Options) SetExt(key, value any) {
+// SetExt stores a backend option's value under key on behalf of the option named name (as a user
+// writes it: "sqlqueue.Transactional()"). Backends call it from their own Option constructors
+// (see OptionFunc); several options may share one key (one config struct). A subscription whose
+// endpoint never reads key with Ext while it opens fails to start with an error naming the
+// options that set it: an option a backend does not understand is refused, not ignored.
+func (o *Options) SetExt(key any, name string, value any) {
 	if o.ext == nil {
-		o.ext = make(map[any]any)
+		o.ext = make(map[any]*extValue)
 	}
-	o.ext[key] = value
+	e := o.ext[key]
+	if e == nil {
+		e = &extValue{}
+		o.ext[key] = e
+	}
+	e.value = value
+	if name != "" && !slices.Contains(e.names, name) {
+		e.names = append(e.names, name)
+	}
+}
+
+// sealExt forgets the reads the options made while they were applied: from now on a read is the
+// endpoint's.
+func (o *Options) sealExt() {
+	for _, e := range o.ext {
+		e.read = false
+	}
+}
+
+// unread returns an error naming the backend options the endpoint did not read.
+func (o *Options) unread() error {
+	var names []string
+	for _, e := range o.ext {
+		if !e.read {
+			names = append(names, e.names...)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	if len(names) == 1 {
+		return fmt.Errorf("option %s does not apply to this endpoint (it belongs to another backend)", names[0])
+	}
+	return fmt.Errorf("options %s do not apply to this endpoint (they belong to another backend)", strings.Join(names, ", "))
 }
 
 // Apply applies opts to o in order. A backend's option made with OptionFunc uses it to apply
@@ -91,7 +143,7 @@ type Option interface {
 }
 
 // OptionFunc makes an Option of a function; backends use it for their own mount options
-// (sqlqueue.Transactional, amqp.PublishWith), storing their values with Options.SetExt. An
+// (sqlqueue.Transactional, sqlqueue.LeaseFor), storing their values with Options.SetExt. An
 // error it returns makes Subscribe fail and should name the option.
 type OptionFunc func(*Options) error
 
@@ -204,5 +256,6 @@ func buildOptions(opts []Option) (*Options, error) {
 	if err := o.Apply(opts...); err != nil {
 		return nil, err
 	}
+	o.sealExt()
 	return o, nil
 }

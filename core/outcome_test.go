@@ -47,26 +47,44 @@ func TestOutcomesSurviveWrapping(t *testing.T) {
 func TestResolve(t *testing.T) {
 	retry := core.Verdict{Action: core.ActRetry}
 	later := core.Verdict{Action: core.ActRetryAfter, Delay: time.Second}
-	dead := core.Verdict{Action: core.ActDeadLetter, Dest: "q.dead"}
+	cause := errors.New("card declined")
 	cases := []struct {
 		name         string
 		in           core.Verdict
 		attempt, cap int
-		serverCounts bool
-		want         core.Verdict
+		dead         bool
+		reason       string
 	}{
-		{"below cap", retry, 2, 3, false, retry},
-		{"at cap", retry, 3, 3, false, dead},
-		{"past cap", later, 7, 3, false, dead},
-		{"cap of one", later, 1, 1, false, dead},
-		{"no cap", retry, 100, 0, false, retry},
-		{"server counts", retry, 5, 3, true, retry},
-		{"ack at cap", core.Verdict{Action: core.ActAck}, 3, 3, false, core.Verdict{Action: core.ActAck}},
-		{"drop at cap", core.Verdict{Action: core.ActDrop}, 3, 3, false, core.Verdict{Action: core.ActDrop}},
+		{"below cap", retry, 2, 3, false, ""},
+		{"at cap", retry, 3, 3, true, "retry at attempt 3 of 3"},
+		{"past cap", later, 7, 3, true, "retry_after(1s) at attempt 7 of 3"},
+		{"cap of one", later, 1, 1, true, "retry_after(1s) at attempt 1 of 1"},
+		{"with a cause", core.Verdict{Action: core.ActRetry, Cause: cause}, 3, 3, true, "retry at attempt 3 of 3: card declined"},
+		{"no cap", retry, 100, 0, false, ""},
+		{"ack at cap", core.Verdict{Action: core.ActAck}, 3, 3, false, ""},
+		{"drop at cap", core.Verdict{Action: core.ActDrop}, 3, 3, false, ""},
 	}
 	for _, c := range cases {
-		if got := core.Resolve(c.in, c.attempt, c.cap, "q.dead", c.serverCounts); got != c.want {
-			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		got := core.Resolve(c.in, c.attempt, c.cap, "q.dead")
+		if !c.dead {
+			if got != c.in {
+				t.Errorf("%s: got %v, want it unchanged", c.name, got)
+			}
+			continue
+		}
+		if got.Action != core.ActDeadLetter || got.Dest != "q.dead" {
+			t.Errorf("%s: got %v, want dead_letter(q.dead)", c.name, got)
+			continue
+		}
+		if r := core.Reason(got); r != c.reason {
+			t.Errorf("%s: reason %q, want %q", c.name, r, c.reason)
+		}
+		var de *core.DeadLetterError
+		if !errors.As(got.Cause, &de) || de.Attempt != c.attempt || de.Cap != c.cap || de.NotSettled {
+			t.Errorf("%s: cause %#v", c.name, got.Cause)
+		}
+		if c.in.Cause != nil && !errors.Is(got.Cause, c.in.Cause) {
+			t.Errorf("%s: the handler's cause is not in the chain", c.name)
 		}
 	}
 }

@@ -18,14 +18,13 @@ type subscription struct {
 	opts        *Options
 	chain       HandlerFunc
 
-	app          *App
-	info         Subscription
-	src          Source
-	fin          Finisher
-	serverCounts bool
-	settled      Settled
-	inflight     sync.WaitGroup // handed to a worker, not yet settled
-	closeOnce    sync.Once
+	app       *App
+	info      Subscription
+	src       Source
+	fin       Finisher
+	settled   Settled
+	inflight  sync.WaitGroup // handed to a worker, not yet settled
+	closeOnce sync.Once
 }
 
 func (s *subscription) open(ctx context.Context, a *App) error {
@@ -40,8 +39,9 @@ func (s *subscription) open(ctx context.Context, a *App) error {
 		return errors.New("endpoint returned no source or finisher")
 	}
 	s.src, s.fin = src, fin
-	if sc, ok := fin.(ServerCounter); ok {
-		s.serverCounts = sc.ServerCountsAttempts()
+	if err := s.opts.unread(); err != nil {
+		s.closeSource()
+		return err
 	}
 	s.settled = s.onSettled
 	log.Info("settle: subscription open", "workers", s.opts.Workers, "dead_letter_after", s.opts.Cap, "dead_letter_to", s.opts.DeadLetterTo)
@@ -113,6 +113,15 @@ type DeliveryContext interface {
 }
 
 func (s *subscription) process(ctx context.Context, d Delivery) {
+	if cap := s.opts.Cap; cap > 0 && d.Attempt() > cap {
+		// None of its earlier deliveries settled: calling the handler again would let a
+		// message that kills the process, or hangs past its lease, loop forever.
+		v := notSettled(d.Attempt(), cap, s.opts.DeadLetterTo)
+		s.info.Logger.Warn("settle: delivered past the cap without ever settling; moving to dead letter without calling the handler",
+			"message_id", d.ID(), "attempt", d.Attempt(), "cap", cap, "dead_letter_to", v.Dest)
+		s.fin.Finish(ctx, d, v, s.settled)
+		return
+	}
 	hctx := ctx
 	if dc, ok := d.(DeliveryContext); ok {
 		hctx = dc.HandlerContext(ctx)
@@ -151,27 +160,27 @@ func (s *subscription) verdict(ctx context.Context, d Delivery, err error) Verdi
 		var pe *PanicError
 		switch {
 		case errors.As(err, &de):
-			s.info.Logger.Warn("settle: payload does not decode",
-				"message_id", d.ID(), "attempt", d.Attempt(), "size", de.Size, "error", de.Err, "policy", s.opts.OnDecodeError)
 			v = s.policy(s.opts.OnDecodeError, err)
+			s.info.Logger.Warn("settle: payload does not decode",
+				"message_id", d.ID(), "attempt", d.Attempt(), "size", de.Size, "error", de.Err, "policy", v.Action.String())
 		case errors.As(err, &pe):
-			s.info.Logger.Error("settle: handler panicked",
-				"message_id", d.ID(), "attempt", d.Attempt(), "panic", pe.Value, "policy", s.opts.OnPanic, "stack", string(pe.Stack))
 			v = s.policy(s.opts.OnPanic, err)
+			s.info.Logger.Error("settle: handler panicked",
+				"message_id", d.ID(), "attempt", d.Attempt(), "panic", pe.Value, "policy", v.Action.String(), "stack", string(pe.Stack))
 		case ctx.Err() != nil:
 			s.info.Logger.Warn("settle: handler stopped by shutdown; delivery abandoned, it comes back",
 				"message_id", d.ID(), "attempt", d.Attempt(), "error", err)
 			return Verdict{Action: ActAbandon, Cause: err}
 		default:
-			s.info.Logger.Warn("settle: handler failed",
-				"message_id", d.ID(), "attempt", d.Attempt(), "error", err, "policy", s.opts.OnError)
 			v = s.policy(s.opts.OnError, err)
+			s.info.Logger.Warn("settle: handler failed",
+				"message_id", d.ID(), "attempt", d.Attempt(), "error", err, "policy", v.Action.String())
 		}
 	}
-	r := Resolve(v, d.Attempt(), s.opts.Cap, s.opts.DeadLetterTo, s.serverCounts)
+	r := Resolve(v, d.Attempt(), s.opts.Cap, s.opts.DeadLetterTo)
 	if r.Action == ActDeadLetter {
 		s.info.Logger.Warn("settle: moving message to dead letter",
-			"message_id", d.ID(), "attempt", d.Attempt(), "dead_letter_to", r.Dest, "cap", s.opts.Cap, "asked", v.String(), "cause", v.Cause)
+			"message_id", d.ID(), "attempt", d.Attempt(), "dead_letter_to", r.Dest, "cap", s.opts.Cap, "asked", v.String(), "reason", Reason(r))
 	}
 	return r
 }

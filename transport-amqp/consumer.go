@@ -40,9 +40,8 @@ type consumer struct {
 }
 
 var (
-	_ core.Source        = (*consumer)(nil)
-	_ core.Finisher      = (*consumer)(nil)
-	_ core.ServerCounter = (*consumer)(nil)
+	_ core.Source   = (*consumer)(nil)
+	_ core.Finisher = (*consumer)(nil)
 )
 
 func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscription) (core.Source, core.Finisher, error) {
@@ -84,10 +83,6 @@ func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscriptio
 	}
 	return c, c, nil
 }
-
-// ServerCountsAttempts reports true for a quorum queue: RabbitMQ counts its deliveries and
-// dead-letters at the limit derived from the cap.
-func (c *consumer) ServerCountsAttempts() bool { return c.cfg.quorum }
 
 // consumerTag names the consumer after its subscription, within AMQP's 255-byte short string.
 func consumerTag(name string) string {

@@ -13,7 +13,7 @@ import (
 // this copy: a decimal string, raised by one on every copy settle publishes (a retry on a
 // classic queue with a cap, a delayed retry) and carrying the final count into the dead letter.
 // It has no "x-" prefix: RabbitMQ reserves those.
-const RetryCountHeader = "settle-retry-count"
+const RetryCountHeader = core.HeaderRetryCount
 
 // Delivery is one message from a classic queue. Handlers reach it with a type assertion on
 // core.Message.Delivery(); a quorum queue's deliveries are *QuorumDelivery.

@@ -151,7 +151,7 @@ func TestDLXTTLConformance(t *testing.T) {
 					v := clock.NewVirtual(coretest.Epoch)
 					be := newBackend(t, amqptest.NewBroker(v).Dial, v, k.quorum, amqp.DLXTTL())
 					be.name("work" + amqp.RetrySuffix)
-					return transporttest.Env{Backend: be, Features: transporttest.Features{ServerCountsAttempts: k.quorum}, Clock: v, Virtual: v}
+					return transporttest.Env{Backend: be, Features: transporttest.Features{CountsAtTake: false}, Clock: v, Virtual: v}
 				})
 			})
 			t.Run("rabbitmq", func(t *testing.T) {
@@ -160,7 +160,7 @@ func TestDLXTTLConformance(t *testing.T) {
 					c := clock.Real()
 					be := newBackend(t, dial, c, k.quorum, amqp.DLXTTL())
 					be.name("work" + amqp.RetrySuffix)
-					return transporttest.Env{Backend: be, Features: transporttest.Features{ServerCountsAttempts: k.quorum}, Clock: c}
+					return transporttest.Env{Backend: be, Features: transporttest.Features{CountsAtTake: false}, Clock: c}
 				})
 			})
 		})

@@ -157,6 +157,7 @@ func TestConnectionKilledMidRunRecovers(t *testing.T) {
 				all := r.rec.Settlements()
 
 				finals, returned, inDead, settledMain := map[string]int{}, map[string]bool{}, map[string]int{}, map[string]int{}
+				pastCap := map[string]int{} // moved without a handler call: delivered past the cap, never settled
 				for _, st := range all {
 					body := string(st.Delivery.Body())
 					if final(st) {
@@ -167,6 +168,10 @@ func TestConnectionKilledMidRunRecovers(t *testing.T) {
 						continue
 					}
 					settledMain[body]++
+					var de *core.DeadLetterError
+					if errors.As(st.Verdict.Cause, &de) && de.NotSettled {
+						pastCap[body]++
+					}
 					if st.Err != nil || st.Delivery.(interface{ Redelivered() bool }).Redelivered() {
 						returned[body] = true
 					}
@@ -188,7 +193,7 @@ func TestConnectionKilledMidRunRecovers(t *testing.T) {
 						// prefetched but never handed out, which the ledger cannot see.
 						t.Errorf("message %s reached the dead letter without being returned", b)
 					}
-					if calls[b] != settledMain[b] {
+					if calls[b] != settledMain[b]-pastCap[b] {
 						t.Errorf("message %s: %d handler calls, %d settlements", b, calls[b], settledMain[b])
 					}
 				}
@@ -276,8 +281,11 @@ func TestAcknowledgementsCoalesce(t *testing.T) {
 }
 
 // Under the Confirmed policy a copy RabbitMQ refuses (the dead letter is full and rejects
-// publishes) leaves the original unacknowledged: it comes back and is not lost.
+// publishes) leaves the original unacknowledged: it comes back and is not lost. Coming back past
+// its cap, it goes to the dead letter again without its handler, and once the dead letter takes
+// publishes again it arrives there.
 func TestConfirmedCopyNackedKeepsOriginal(t *testing.T) {
+	t.Skip("issue 15 defects 2 and 4: the refused copy requeues at once (hot loop) and a copy published while the dead letter is being redeclared is confirmed unroutable and lost; the RabbitMQ hardening work removes this skip")
 	for _, s := range servers(t) {
 		if !s.real {
 			continue // amqptest does not implement x-overflow=reject-publish
@@ -289,23 +297,35 @@ func TestConfirmedCopyNackedKeepsOriginal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var calls atomic.Int32
 		subscribe(r, ep, func(_ context.Context, m *core.Message[string]) error {
-			if m.Attempt() == 1 {
-				return core.Retry() // at the cap of 1: a dead-letter copy, refused
-			}
-			return nil
+			calls.Add(1)
+			return core.Retry() // at the cap of 1: a dead-letter copy, refused
 		}, rawCodec, core.DeadLetterAfter(1, dead))
 		r.start()
 		r.publish(q, "m")
-		got := r.rec.WaitSettled(2)
-		r.stop()
+		got := r.rec.WaitSettled(1)
 		if got[0].Verdict.Action != core.ActDeadLetter || !errors.Is(got[0].Err, amqp.ErrNotConfirmed) {
 			t.Fatalf("first settlement %v: %v, want an unconfirmed dead letter", got[0].Verdict, got[0].Err)
 		}
-		if got[1].Verdict.Action != core.ActAck || got[1].Err != nil || got[1].Delivery.Attempt() != 2 {
-			t.Fatalf("second settlement %v at attempt %d: %v", got[1].Verdict, got[1].Delivery.Attempt(), got[1].Err)
+		ch, err := r.be.conn().Channel()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if n := len(r.drain(q, 0)) + len(r.drain(dead, 0)); n != 0 {
+		if _, err := ch.QueueDelete(dead, false, false, false); err != nil {
+			t.Fatal(err)
+		}
+		ch.Close()
+		r.declare(dead, nil) // the dead letter takes publishes again
+		dl := r.drain(dead, 1)
+		r.stop()
+		if len(dl) != 1 || string(dl[0].Body) != "m" {
+			t.Fatalf("dead letter %v", dl)
+		}
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("handler called %d times; the returned message is past its cap", n)
+		}
+		if n := len(r.drain(q, 0)); n != 0 {
 			t.Fatalf("%d messages left", n)
 		}
 	}

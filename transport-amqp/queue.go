@@ -337,9 +337,12 @@ func (c *queueConfig) queueArgs(cap int, dest string) amqp091.Table {
 		t["x-queue-type"] = "quorum"
 		t["x-delivery-limit"] = int64(c.limit)
 		if cap > 0 {
-			// Measured on RabbitMQ 3.10: a limit of n allows n+1 deliveries, so the n-th
-			// failed delivery is the last one with a limit of n-1.
-			t["x-delivery-limit"] = int64(cap - 1)
+			// settle moves a message at its cap itself (core resolves the cap, and a delivery
+			// past it goes to the dead letter without its handler); the server's limit is the
+			// backstop for deliveries that never settle at all. Measured on RabbitMQ 3.10: a
+			// limit of n allows n+1 deliveries, so with n = cap settle sees delivery cap+1 and
+			// moves it, and only a message whose every delivery dies is moved by the server.
+			t["x-delivery-limit"] = int64(cap)
 			t["x-dead-letter-exchange"] = ""
 			t["x-dead-letter-routing-key"] = dest
 		}

@@ -28,18 +28,15 @@ func base(d core.Delivery) *Delivery {
 //     dead letter keeps only messages that spent their attempts;
 //   - retry: on a classic queue with a cap, a copy with settle-retry-count raised is published
 //     back to the queue, then the original is acknowledged; otherwise basic.reject with requeue
-//     (a quorum queue counts it and dead-letters at its limit);
+//     (a quorum queue counts it);
 //   - retry after d: a copy with the count raised waits d, then comes back to the queue: on the
 //     server when the queue has a Delay (DLXTTL, amqpdme; the copy is published, then the
 //     original acknowledged, on the same channel), otherwise in the process (at-most-once,
 //     logged) with the original acknowledged at once;
-//   - dead letter: a copy carrying the final count is published to the destination (default
-//     exchange), then the original is acknowledged;
+//   - dead letter (core resolved the cap, on classic and quorum queues alike): a copy carrying
+//     the final count and why it died (core.DeadLetterInfo's headers) is published to the
+//     destination (default exchange), then the original is acknowledged;
 //   - abandon: basic.reject with requeue; it is never acknowledged.
-//
-// A copy that goes back to a quorum queue starts a new server count, so Finish also stops a
-// quorum message whose attempts (counted across its copies) reached the cap: it goes to the
-// destination as a copy with the final count.
 func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, settled core.Settled) {
 	del := base(d)
 	s := del.s
@@ -54,35 +51,22 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		}
 		s.acks.reject(tag, false, d, v, settled)
 	case core.ActRetry:
-		switch {
-		case c.cfg.quorum && c.atCap(d):
-			c.copyThenAck(ctx, s, d, v, settled, c.dest)
-		case c.cfg.quorum || c.cap == 0:
+		if c.cfg.quorum || c.cap == 0 {
 			s.acks.reject(tag, true, d, v, settled)
-		default:
-			c.copyThenAck(ctx, s, d, v, settled, c.cfg.name)
-		}
-	case core.ActRetryAfter:
-		if c.cfg.quorum && c.cap > 0 && d.Attempt() >= c.cap {
-			c.copyThenAck(ctx, s, d, v, settled, c.dest)
 			return
 		}
+		c.copyThenAck(ctx, s, d, v, settled, c.cfg.name)
+	case core.ActRetryAfter:
 		c.delay.park(ctx, c, s, d, v, settled)
 	case core.ActDeadLetter:
-		c.copyThenAck(ctx, s, d, v, settled, v.Dest)
+		msg := copyOf(&del.raw, d.Attempt())
+		for k, val := range core.NewDeadLetterInfo(d, v, c.cfg.name, c.clock.Now()).Headers() {
+			msg.Headers[k] = val
+		}
+		c.publishThenAck(ctx, s, d, v, settled, "", v.Dest, msg)
 	default: // core.ActAbandon
 		s.acks.reject(tag, true, d, v, settled)
 	}
-}
-
-// atCap reports whether a quorum delivery reached the cap while the server would still requeue
-// it: a copy (settle-retry-count > 0) whose server count started over.
-func (c *consumer) atCap(d core.Delivery) bool {
-	if c.cap == 0 || d.Attempt() < c.cap {
-		return false
-	}
-	n, _ := retryCount(base(d).raw.Headers)
-	return n > 0
 }
 
 // copyThenAck publishes a copy of the delivery, carrying its attempt as the count, to key on the

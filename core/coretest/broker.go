@@ -208,6 +208,11 @@ func (f *finisher) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		b.delays.Schedule(md.queue, d, v.Delay, func() { b.push(md.queue, c, false) })
 	case core.ActDeadLetter:
 		c := *md.m
+		c.Headers = maps.Clone(c.Headers)
+		if c.Headers == nil {
+			c.Headers = make(map[string]string, 4)
+		}
+		core.NewDeadLetterInfo(d, v, md.queue, b.clock.Now()).AddTo(c.Headers)
 		b.push(v.Dest, &c, false)
 	case core.ActAbandon:
 		b.push(md.queue, md.m, true)

@@ -40,17 +40,35 @@ type config struct {
 	events        [numEvents]Event
 }
 
-func configOf(o *core.Options) *config {
-	if v, ok := o.Ext(configKey{}); ok {
-		return v.(*config)
-	}
-	c := &config{lease: DefaultLease, poll: DefaultPollInterval, maxFlush: DefaultMaxFlush, linger: DefaultFlushLinger}
-	o.SetExt(configKey{}, c)
-	return c
+func defaultConfig() *config {
+	return &config{lease: DefaultLease, poll: DefaultPollInterval, maxFlush: DefaultMaxFlush, linger: DefaultFlushLinger}
 }
 
-func option(f func(c *config) error) core.Option {
-	return core.OptionFunc(func(o *core.Options) error { return f(configOf(o)) })
+// configOf returns the engine's options of a subscription (the defaults when none was given);
+// endpoints call it while they open, which tells core the options were understood.
+func configOf(o *core.Options) config {
+	if v, ok := o.Ext(configKey{}); ok {
+		return *v.(*config)
+	}
+	return *defaultConfig()
+}
+
+// option makes an engine mount option; name spells it in errors (core refuses it, naming it, on
+// an endpoint of another backend).
+func option(name string, f func(c *config) error) core.Option {
+	return core.OptionFunc(func(o *core.Options) error {
+		var c *config
+		if v, ok := o.Ext(configKey{}); ok {
+			c = v.(*config)
+		} else {
+			c = defaultConfig()
+		}
+		if err := f(c); err != nil {
+			return err
+		}
+		o.SetExt(configKey{}, name, c)
+		return nil
+	})
 }
 
 // Transactional gives the handler its delivery's transaction: sqlqueue.Tx(ctx), or the
@@ -59,13 +77,13 @@ func option(f func(c *config) error) core.Option {
 // then settles. In the lease form the transaction begins on first use, and a lost lease rolls
 // everything back and reports ErrLeaseLost.
 func Transactional() core.Option {
-	return option(func(c *config) error { c.transactional = true; return nil })
+	return option("sqlqueue.Transactional()", func(c *config) error { c.transactional = true; return nil })
 }
 
 // LeaseFor sets the lease-form lease (default 30 s). The engine extends it at half its length
 // while the handler works; d must be positive.
 func LeaseFor(d time.Duration) core.Option {
-	return option(func(c *config) error {
+	return option("sqlqueue.LeaseFor", func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("sqlqueue.LeaseFor(%v): the lease must be positive", d)
 		}
@@ -78,7 +96,7 @@ func LeaseFor(d time.Duration) core.Option {
 // claimed rows wait for free workers, their leases extended, and in the row-lock form all of
 // them settle with one commit.
 func BatchSize(n int) core.Option {
-	return option(func(c *config) error {
+	return option("sqlqueue.BatchSize", func(c *config) error {
 		if n < 1 {
 			return fmt.Errorf("sqlqueue.BatchSize(%d): need at least 1", n)
 		}
@@ -91,7 +109,7 @@ func BatchSize(n int) core.Option {
 // publish through a Publisher of the same process, or a dialect's notification, wakes it at
 // once.
 func PollInterval(d time.Duration) core.Option {
-	return option(func(c *config) error {
+	return option("sqlqueue.PollInterval", func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("sqlqueue.PollInterval(%v): the interval must be positive", d)
 		}
@@ -106,7 +124,7 @@ func PollInterval(d time.Duration) core.Option {
 // thousand messages a second) and buys the shortest time between a handler's return and its
 // durable settlement.
 func PerMessage() core.Option {
-	return option(func(c *config) error { c.perMessage = true; return nil })
+	return option("sqlqueue.PerMessage()", func(c *config) error { c.perMessage = true; return nil })
 }
 
 // FlushLimits bounds grouped settlement in the lease form: one flush settles at most max
@@ -114,7 +132,7 @@ func PerMessage() core.Option {
 // share its flush. A flush also starts at once when every claimed delivery of the subscription
 // has finished. Defaults: 500 and 20 ms.
 func FlushLimits(max int, linger time.Duration) core.Option {
-	return option(func(c *config) error {
+	return option("sqlqueue.FlushLimits", func(c *config) error {
 		if max < 1 {
 			return fmt.Errorf("sqlqueue.FlushLimits(%d, %v): max must be at least 1", max, linger)
 		}
@@ -130,7 +148,7 @@ func FlushLimits(max int, linger time.Duration) core.Option {
 // advisory lock of a row (default: the id column). Rows with the same key are worked one at a
 // time. The expression is the user's own SQL and is spliced as given.
 func AdvisoryKey(expr string) core.Option {
-	return option(func(c *config) error {
+	return option("sqlqueue.AdvisoryKey", func(c *config) error {
 		if strings.TrimSpace(expr) == "" {
 			return errors.New("sqlqueue.AdvisoryKey(\"\"): the key expression is empty")
 		}
@@ -220,7 +238,7 @@ type Event func(ctx context.Context, in EventInput) ([]Statement, error)
 
 // OnEvent replaces the dialect's statement for kind with ev.
 func OnEvent(kind EventKind, ev Event) core.Option {
-	return option(func(c *config) error {
+	return option("sqlqueue.OnEvent", func(c *config) error {
 		if kind >= numEvents {
 			return fmt.Errorf("sqlqueue.OnEvent(%d): unknown event kind", kind)
 		}

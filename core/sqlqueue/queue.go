@@ -117,7 +117,7 @@ type runtime struct {
 // Open checks the table against the catalogue, renders the statements and starts the form's
 // source and finisher.
 func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
-	cfg := *configOf(sub.Options)
+	cfg := configOf(sub.Options)
 	if cfg.batch == 0 {
 		cfg.batch = min(10*max(sub.Options.Workers, 1), 100)
 	}

@@ -56,7 +56,7 @@ func rendered(t *testing.T, f Form, tb Table, dest string) *runtime {
 		t.Fatal(err)
 	}
 	q.lease, q.rowLock, q.adv = pgLike{}, pgLike{}, pgLike{}
-	rt := &runtime{q: q, s: q.schema, d: q.d, cfg: *configOf(&core.Options{}), sub: core.Subscription{Options: &core.Options{DeadLetterTo: dest}}}
+	rt := &runtime{q: q, s: q.schema, d: q.d, cfg: configOf(&core.Options{}), sub: core.Subscription{Options: &core.Options{DeadLetterTo: dest}}}
 	if err := rt.render(); err != nil {
 		t.Fatal(err)
 	}

@@ -93,16 +93,13 @@ var cases = []testCase{
 			raw, core.DeadLetterAfter(3, "work.dead"))
 		publish(t, env, "work", "m1", nil)
 		s := a.rec.WaitSettled(3)
-		if env.Features.ServerCountsAttempts {
-			expectActions(t, s, core.ActRetry, core.ActRetry, core.ActRetry)
-		} else {
-			expectActions(t, s, core.ActRetry, core.ActRetry, core.ActDeadLetter)
-		}
+		expectActions(t, s, core.ActRetry, core.ActRetry, core.ActDeadLetter)
 		dead := drainAtLeast(t, env, "work.dead", 1)
 		a.stop()
 		if len(dead) != 1 || string(dead[0].Body) != "m1" || dead[0].Count != 3 {
 			t.Fatalf("dead letter %+v, want m1 with count 3", dead)
 		}
+		expectReason(t, env, dead[0], 3, "retry at attempt 3 of 3")
 		if m := drain(t, env, "work"); len(m) != 0 {
 			t.Fatalf("queue still holds %d messages", len(m))
 		}
@@ -119,6 +116,7 @@ var cases = []testCase{
 		if len(dead) != 1 || dead[0].Count != 1 {
 			t.Fatalf("dead letter %+v, want one with count 1", dead)
 		}
+		expectReason(t, env, dead[0], 1, "retry at attempt 1 of 1")
 		a.stop()
 		if n := len(a.rec.Settlements()); n != 1 {
 			t.Fatalf("%d deliveries, want 1", n)
@@ -136,6 +134,54 @@ var cases = []testCase{
 		if len(dead) != 1 || dead[0].Count != 2 {
 			t.Fatalf("dead letter %+v, want one with count 2", dead)
 		}
+		expectReason(t, env, dead[0], 2, "retry_after(")
+	}},
+	{"NeverSettledGoesToDeadLetterAfterCap", func(t *testing.T, env Env) {
+		if !env.Features.CountsAtTake {
+			t.Skip("the backend counts settled attempts only: an abandoned delivery does not spend one")
+		}
+		// Every delivery is abandoned (the handler never returns before the App stops), as a
+		// process that dies in its handler leaves it: once the attempts are spent, the message
+		// goes to the dead letter without its handler running again.
+		const cap = 2
+		shutdown := shutdownTimeout(env)
+		for i := 1; i <= cap; i++ {
+			entered := make(chan int, 1)
+			a := start(t, env, func(ctx context.Context, m *core.Message[string]) error {
+				entered <- m.Attempt()
+				<-ctx.Done()
+				return ctx.Err()
+			}, shutdown, raw, core.DeadLetterAfter(cap, "work.dead"))
+			if i == 1 {
+				publish(t, env, "work", "m1", nil) // once the first App has declared the queue
+			}
+			if got := <-entered; got != i {
+				t.Fatalf("delivery %d came as attempt %d", i, got)
+			}
+			stopAbandoning(t, env, a, shutdown)
+			expectActions(t, a.rec.Settlements(), core.ActAbandon)
+		}
+		called := make(chan int, 1)
+		b := start(t, env, func(_ context.Context, m *core.Message[string]) error {
+			called <- m.Attempt()
+			return nil
+		}, time.Second, raw, core.DeadLetterAfter(cap, "work.dead"))
+		s := b.rec.WaitSettled(1)
+		expectActions(t, s, core.ActDeadLetter)
+		if got := s[0].Delivery.Attempt(); got != cap+1 {
+			t.Fatalf("moved at attempt %d, want %d", got, cap+1)
+		}
+		select {
+		case n := <-called:
+			t.Fatalf("the handler ran for attempt %d, past the cap", n)
+		default:
+		}
+		dead := drainAtLeast(t, env, "work.dead", 1)
+		b.stop()
+		if len(dead) != 1 || string(dead[0].Body) != "m1" {
+			t.Fatalf("dead letter %+v, want m1", dead)
+		}
+		expectReason(t, env, dead[0], cap+1, "not settled after 2 attempts")
 	}},
 	{"UndecodableGoesToDeadLetter", func(t *testing.T, env Env) {
 		type refund struct{ ID string }
@@ -143,13 +189,12 @@ var cases = []testCase{
 			core.DeadLetterAfter(5, "work.dead"))
 		publish(t, env, "work", "{not json", nil)
 		s := a.rec.WaitSettled(1)
-		if !env.Features.ServerCountsAttempts {
-			expectActions(t, s, core.ActDeadLetter)
-		}
+		expectActions(t, s, core.ActDeadLetter)
 		dead := drainAtLeast(t, env, "work.dead", 1)
 		if len(dead) != 1 || string(dead[0].Body) != "{not json" {
 			t.Fatalf("dead letter %+v", dead)
 		}
+		expectReason(t, env, dead[0], 1, "decod")
 	}},
 	{"HeadersSurviveRetry", func(t *testing.T, env Env) {
 		if env.Features.NoHeaders {
@@ -173,7 +218,7 @@ var cases = []testCase{
 	}},
 	{"AbandonedComesBack", func(t *testing.T, env Env) {
 		entered := make(chan struct{}, 1)
-		shutdown := 200 * time.Millisecond
+		shutdown := shutdownTimeout(env)
 		a := start(t, env, func(ctx context.Context, m *core.Message[string]) error {
 			entered <- struct{}{}
 			<-ctx.Done()
@@ -181,17 +226,7 @@ var cases = []testCase{
 		}, shutdown, raw)
 		publish(t, env, "work", "m1", nil)
 		<-entered
-		armed := 0
-		if env.Virtual != nil {
-			armed = env.Virtual.Pending()
-		}
-		stopped := make(chan struct{})
-		go func() { a.stop(); close(stopped) }()
-		if env.Virtual != nil {
-			blockUntil(t, env, armed+1) // the App's shutdown timeout
-			advance(env, shutdown)
-		}
-		<-stopped
+		stopAbandoning(t, env, a, shutdown)
 		expectActions(t, a.rec.Settlements(), core.ActAbandon)
 
 		got := make(chan string, 1)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,4 +149,55 @@ func delay(env Env) time.Duration {
 		return 30 * time.Second
 	}
 	return Delay
+}
+
+// stopAbandoning stops a whose handlers wait for their context: the shutdown timeout passes
+// (advanced on a virtual clock) and their deliveries are abandoned.
+func stopAbandoning(t *testing.T, env Env, a *app, shutdown time.Duration) {
+	t.Helper()
+	armed := 0
+	if env.Virtual != nil {
+		armed = env.Virtual.Pending()
+	}
+	stopped := make(chan struct{})
+	go func() { a.stop(); close(stopped) }()
+	if env.Virtual != nil {
+		blockUntil(t, env, armed+1) // the App's shutdown timeout
+		advance(env, shutdown)
+	}
+	<-stopped
+}
+
+// expectReason checks that a dead letter says why it died: its count, its origin, when, and
+// the last failure (which contains reason).
+func expectReason(t *testing.T, env Env, m Message, count int, reason string) {
+	t.Helper()
+	if env.Features.NoHeaders {
+		return
+	}
+	info, ok, err := core.ParseDeadLetterInfo(m.Headers)
+	switch {
+	case !ok:
+		t.Fatalf("dead letter carries no dead-letter headers: %v", m.Headers)
+	case err != nil:
+		t.Fatalf("dead-letter headers %v: %v", m.Headers, err)
+	case info.Count != count:
+		t.Fatalf("dead letter's %s is %d, want %d", core.HeaderRetryCount, info.Count, count)
+	case info.Origin == "":
+		t.Fatalf("dead letter has no %s: %v", core.HeaderOrigin, m.Headers)
+	case info.At.IsZero():
+		t.Fatalf("dead letter has no %s: %v", core.HeaderDeadAt, m.Headers)
+	case !strings.Contains(info.Error, reason):
+		t.Fatalf("dead letter's %s is %q, want it to say %q", core.HeaderError, info.Error, reason)
+	}
+}
+
+// shutdownTimeout is the shutdown timeout of an App whose handlers are abandoned: on real time
+// long enough for a real server's connection to close within it (the App bounds closing by the
+// same timeout), on a virtual clock whatever the test advances.
+func shutdownTimeout(env Env) time.Duration {
+	if env.Virtual != nil {
+		return 200 * time.Millisecond
+	}
+	return 2 * time.Second
 }

@@ -16,11 +16,14 @@ import (
 
 // Features says how a backend differs from the runtime-counted default.
 type Features struct {
-	// ServerCountsAttempts: the queue counts deliveries and dead-letters by itself (a RabbitMQ
-	// quorum queue); a retry at the cap passes through core and the server moves the message.
-	ServerCountsAttempts bool
-	// NoHeaders: the backend carries no message headers.
+	// NoHeaders: the backend carries no message headers (and so no dead-letter reasons).
 	NoHeaders bool
+	// CountsAtTake: the attempt is counted when a message is taken, before its handler runs (a
+	// lease or advisory claim, a quorum queue's delivery count, JetStream's NumDelivered), so a
+	// delivery that is abandoned still spends an attempt and a message that is never settled
+	// reaches the cap. Backends that count only settled attempts (a classic queue's copies, the
+	// in-memory queue) skip the case that proves it.
+	CountsAtTake bool
 }
 
 // Message is a message as a queue holds it, read back through the backend.

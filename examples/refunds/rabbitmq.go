@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rabbitmq/amqp091-go"
 	"github.com/settlehq/settle/core"
 	amqp "github.com/settlehq/settle/transport-amqp"
 )
@@ -57,53 +56,36 @@ func HandlePayout(log *slog.Logger) core.Handler[Payout] {
 	}
 }
 
-// HandleRefundDeadAMQP logs a refund the service moved to refunds.dead, with the deliveries
-// it was given: the settle-retry-count header of the copy, 5 here.
+// HandleRefundDeadAMQP logs a refund the service moved to refunds.dead, with why it died: the
+// dead letter's settle-* headers (core.DeadLetterInfo) give its deliveries, origin and last
+// failure.
 func HandleRefundDeadAMQP(log *slog.Logger) core.Handler[Refund] {
 	return func(_ context.Context, m *core.Message[Refund]) error {
-		n, err := strconv.Atoi(m.Headers()[amqp.RetryCountHeader])
-		if err != nil {
-			n = 1 // published straight to the dead letter, never retried
-		}
-		log.Warn("dead letter: refund gave up", "ref", m.Payload.Ref, "card", m.Payload.Card, "message_id", m.ID(), "attempts", n)
+		logDead(log, "dead letter: refund gave up", m.Headers(), "ref", m.Payload.Ref, "card", m.Payload.Card, "message_id", m.ID())
 		return nil
 	}
 }
 
-// HandlePayoutDead logs a payout the quorum queue moved to payouts.dead. RabbitMQ's own x-death
-// header says why and from where; a move at the delivery limit means the payout spent all
-// MaxAttempts deliveries (plus those of earlier copies, counted in settle-retry-count).
+// HandlePayoutDead logs a payout moved to payouts.dead. settle moves a payout at its cap itself,
+// with the same headers as a refund's dead letter; the quorum queue's delivery limit only backs
+// that up for a payout whose deliveries never settle (then RabbitMQ's x-death says why).
 func HandlePayoutDead(log *slog.Logger) core.Handler[Payout] {
 	return func(_ context.Context, m *core.Message[Payout]) error {
-		d, _ := m.Delivery().(*amqp.Delivery)
-		var headers amqp091.Table
-		if d != nil {
-			headers = d.Raw().Headers
-		}
-		reason, from, count := firstDeath(headers)
-		before, _ := strconv.Atoi(m.Headers()[amqp.RetryCountHeader])
-		attempts := before
-		if reason == "delivery_limit" {
-			attempts += MaxAttempts
-		}
-		log.Warn("dead letter: payout gave up", "ref", m.Payload.Ref, "card", m.Payload.Card, "message_id", m.ID(),
-			"attempts", attempts, "x_death_reason", reason, "x_death_queue", from, "x_death_count", count)
+		logDead(log, "dead letter: payout gave up", m.Headers(), "ref", m.Payload.Ref, "card", m.Payload.Card, "message_id", m.ID())
 		return nil
 	}
 }
 
-// firstDeath reads the newest x-death entry: why the message was dead-lettered, from which
-// queue, and how often for that reason and queue.
-func firstDeath(h amqp091.Table) (reason, queue string, count int64) {
-	deaths, _ := h["x-death"].([]any)
-	if len(deaths) == 0 {
-		return "", "", 0
+func logDead(log *slog.Logger, msg string, h map[string]string, attrs ...any) {
+	info, ok, err := core.ParseDeadLetterInfo(h)
+	if !ok {
+		log.Warn(msg+" (moved by the server, without settle's headers)", attrs...)
+		return
 	}
-	t, _ := deaths[0].(amqp091.Table)
-	reason, _ = t["reason"].(string)
-	queue, _ = t["queue"].(string)
-	count, _ = t["count"].(int64)
-	return reason, queue, count
+	if err != nil {
+		attrs = append(attrs, "header_error", err)
+	}
+	log.Warn(msg, append(attrs, "attempts", info.Count, "origin", info.Origin, "reason", info.Error, "dead_at", info.At)...)
 }
 
 // Names are the RabbitMQ mode's queue names, with the -prefix flag in front.

@@ -54,8 +54,9 @@ func checkAMQPDemo(t *testing.T, summary string, logs *coretest.Logs, n Names) {
 		}
 	}
 	for _, r := range payouts {
-		if r.Attrs["x_death_reason"] != "delivery_limit" || r.Attrs["x_death_queue"] != n.Payouts {
-			t.Errorf("payout dead letter %v: x-death %v from %v", r.Attrs["ref"], r.Attrs["x_death_reason"], r.Attrs["x_death_queue"])
+		reason, _ := r.Attrs["reason"].(string)
+		if r.Attrs["origin"] != n.Payouts || !strings.Contains(reason, "at attempt 5 of 5") {
+			t.Errorf("payout dead letter %v: from %v because %q", r.Attrs["ref"], r.Attrs["origin"], reason)
 		}
 	}
 }
