@@ -34,7 +34,11 @@ wait_for PostgreSQL pg_up 60 || status=1
 
 if ! maria_up >/dev/null 2>&1; then
 	echo "services: starting MariaDB"
-	start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd || true
+	# --pidfile, not just --exec: a test's own mariadbd (another datadir and port) must not make
+	# start-stop-daemon think the shared server is running.
+	rm -f /run/mysqld/mysqld.pid
+	mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null
+	start-stop-daemon --start --oknodo --background --pidfile /run/mysqld/mysqld.pid --exec /usr/sbin/mariadbd || true
 fi
 wait_for MariaDB maria_up 60 || status=1
 
@@ -47,7 +51,7 @@ wait_for RabbitMQ rabbit_up 120 || status=1
 if ! nats_up; then
 	echo "services: starting NATS"
 	mkdir -p /var/lib/nats-server
-	start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+	start-stop-daemon --start --oknodo --background --pidfile /run/settle-nats.pid --make-pidfile --exec /usr/sbin/nats-server -- \
 		-a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server || true
 fi
 wait_for NATS nats_up 30 || status=1
