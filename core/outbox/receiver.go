@@ -11,11 +11,14 @@ import (
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
-// Receiver marks a subscription as the receiving side of this outbox. For a delivery that
-// carries HeaderID it looks the record up first: a record already processed is acknowledged
-// without running the handler (duplicate suppression). Ack, drop and a move to the dead letter
-// mark the record processed (or delete it, without a processed_at column); retry and
-// retry-after leave it, so the next start publishes it again.
+// Receiver marks a subscription as a receiving side of this outbox, on the outbox's own
+// database: a receiver-side duplicate suppression, for services whose handlers write to that
+// database. For a delivery that carries HeaderID it looks the record up first: a record
+// already processed is acknowledged without running the handler. Ack, drop and a move to the
+// dead letter mark the record processed (processed_at, or delete it without that column);
+// retry and retry-after leave it unprocessed, and the transport delivers the message again.
+// (The relay's own books, published_at, are apart: a receiver in another service needs none
+// of this, and the relay never republishes what the transport confirmed.)
 //
 // An ack's mark runs in the delivery's transaction when the subscription is a transactional
 // SQL one (sqlqueue.Transactional) on the outbox's database, so it commits with the handler's
@@ -24,12 +27,27 @@ import (
 // ack. A drop or dead letter rolls a transactional handler's writes back, so its mark is made
 // on the outbox's database once that settlement is durable.
 //
-// A delivery without the header, or with a malformed one, is handled as a plain delivery and
-// logged.
+// A delivery without the header, or with a malformed one, or for a record no longer in the
+// table (pruned), is handled as a plain delivery and logged.
 func (o *Outbox) Receiver() core.Option {
 	return core.OptionFunc(func(opts *core.Options) error {
 		return opts.Apply(core.Use(o.receive), core.OnSettled(o.settled))
 	})
+}
+
+// Receive is Receiver for a process that receives from an outbox table without relaying it (a
+// worker sharing the database with the service that records): it needs no Publisher and
+// nothing to register. Of the options, WithLogger and WithClock apply.
+//
+//	recv, err := outbox.Receive(db.Dialect(), db.Queue(), outbox.StandardTable("outbox"))
+//	…
+//	err = core.Subscribe(app, payouts, handle, recv)
+func Receive(d sqlqueue.Dialect, db sqlqueue.DB, t Table, opts ...Option) (core.Option, error) {
+	o, err := newOutbox(d, db, t, opts)
+	if err != nil {
+		return nil, err
+	}
+	return o.Receiver(), nil
 }
 
 // settled marks the record of a dropped or dead-lettered delivery once that settlement is

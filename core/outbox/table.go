@@ -8,9 +8,9 @@ import (
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
-// Table describes an outbox table the service owns. ID, Destination and Payload are required;
-// Headers, CreatedAt and ProcessedAt are optional. Without ProcessedAt a processed record is
-// deleted instead of marked.
+// Table describes an outbox table the service owns. ID, Destination, Payload and PublishedAt are
+// required; Headers, CreatedAt and ProcessedAt are optional. Without ProcessedAt a Receiver
+// deletes a processed record instead of marking it.
 type Table struct {
 	// Schema optionally qualifies Name.
 	Schema string
@@ -32,16 +32,20 @@ type Columns struct {
 	Headers string
 	// CreatedAt records when the record was written.
 	CreatedAt string
-	// ProcessedAt marks a record the receiver has finished; without it such records are deleted.
+	// PublishedAt is the relay's own book (default "published_at"): when the transport
+	// confirmed the record's publish; NULL while it is still to be published.
+	PublishedAt string
+	// ProcessedAt marks a record a Receiver on this database has finished (duplicate
+	// suppression); without it a Receiver deletes such records.
 	ProcessedAt string
 }
 
 // StandardTable returns a Table named name with every column under its default name: id,
-// destination, payload, headers, created_at, processed_at.
+// destination, payload, headers, created_at, published_at, processed_at.
 func StandardTable(name string) Table {
 	return Table{Name: name, Columns: Columns{
 		ID: "id", Destination: "destination", Payload: "payload", Headers: "headers",
-		CreatedAt: "created_at", ProcessedAt: "processed_at",
+		CreatedAt: "created_at", PublishedAt: "published_at", ProcessedAt: "processed_at",
 	}}
 }
 
@@ -50,7 +54,7 @@ func (t Table) withDefaults() Table {
 	for _, f := range []struct {
 		p   *string
 		def string
-	}{{&c.ID, "id"}, {&c.Destination, "destination"}, {&c.Payload, "payload"}} {
+	}{{&c.ID, "id"}, {&c.Destination, "destination"}, {&c.Payload, "payload"}, {&c.PublishedAt, "published_at"}} {
 		if *f.p == "" {
 			*f.p = f.def
 		}
@@ -67,7 +71,8 @@ func (t Table) columns() []column {
 	c := t.Columns
 	return []column{
 		{"id", c.ID}, {"destination", c.Destination}, {"payload", c.Payload},
-		{"headers", c.Headers}, {"created_at", c.CreatedAt}, {"processed_at", c.ProcessedAt},
+		{"headers", c.Headers}, {"created_at", c.CreatedAt}, {"published_at", c.PublishedAt},
+		{"processed_at", c.ProcessedAt},
 	}
 }
 
@@ -111,7 +116,11 @@ func (t Table) check(ctx context.Context, d sqlqueue.Dialect, q sqlqueue.Queryer
 	}
 	for _, c := range t.columns() {
 		if c.name != "" && !have[strings.ToLower(c.name)] {
-			return &sqlqueue.ColumnError{Table: t.Ref().String(), Column: c.name, Role: c.role, Reason: "no such column"}
+			reason := "no such column"
+			if c.role == "published_at" {
+				reason += " (the relay marks confirmed publishes in it; add a nullable timestamp column, see outbox.DDL)"
+			}
+			return &sqlqueue.ColumnError{Table: t.Ref().String(), Column: c.name, Role: c.role, Reason: reason}
 		}
 	}
 	return nil
@@ -129,15 +138,15 @@ func DDL(d sqlqueue.Dialect, name string) (string, error) {
 	case "sqlite":
 		return "CREATE TABLE IF NOT EXISTS " + q(name) + " (\n" +
 			"  id INTEGER PRIMARY KEY AUTOINCREMENT,\n  destination TEXT NOT NULL,\n  payload BLOB NOT NULL,\n" +
-			"  headers TEXT,\n  created_at TEXT NOT NULL,\n  processed_at TEXT\n)", nil
+			"  headers TEXT,\n  created_at TEXT NOT NULL,\n  published_at TEXT,\n  processed_at TEXT\n)", nil
 	case "postgres":
 		return "CREATE TABLE IF NOT EXISTS " + q(name) + " (\n" +
 			"  id BIGSERIAL PRIMARY KEY,\n  destination TEXT NOT NULL,\n  payload BYTEA NOT NULL,\n" +
-			"  headers JSONB,\n  created_at TIMESTAMPTZ NOT NULL,\n  processed_at TIMESTAMPTZ\n)", nil
+			"  headers JSONB,\n  created_at TIMESTAMPTZ NOT NULL,\n  published_at TIMESTAMPTZ,\n  processed_at TIMESTAMPTZ\n)", nil
 	case "mysql", "mariadb":
 		return "CREATE TABLE IF NOT EXISTS " + q(name) + " (\n" +
 			"  id BIGINT AUTO_INCREMENT PRIMARY KEY,\n  destination VARCHAR(255) NOT NULL,\n  payload LONGBLOB NOT NULL,\n" +
-			"  headers TEXT,\n  created_at DATETIME(6) NOT NULL,\n  processed_at DATETIME(6)\n)", nil
+			"  headers TEXT,\n  created_at DATETIME(6) NOT NULL,\n  published_at DATETIME(6),\n  processed_at DATETIME(6)\n)", nil
 	}
 	return "", fmt.Errorf("outbox: no DDL for dialect %q", d.Name())
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,15 +25,6 @@ import (
 	amqp "github.com/settlehq/settle/transport-amqp"
 	"github.com/settlehq/settle/transport-amqp/amqptest"
 )
-
-// AMQPPublisher relays outbox records to RabbitMQ with publisher confirms: a record counts as
-// published only when the broker confirmed it.
-type AMQPPublisher struct{ B *amqp.Broker }
-
-// Publish sends payload to the queue dest on the default exchange and waits for the confirm.
-func (p AMQPPublisher) Publish(ctx context.Context, dest string, payload []byte, headers map[string]string) error {
-	return amqp.Publish(ctx, p.B, "", dest, payload, amqp.WithPayloadCodec(core.Raw), amqp.WithHeaders(headers), amqp.WithConfirm())
-}
 
 // relayEnv is one database and one RabbitMQ for the outbox-over-RabbitMQ cases.
 type relayEnv struct {
@@ -102,7 +95,7 @@ func (e *relayEnv) start(t *testing.T) *relayApp {
 	}
 	e.broker = b
 	app.Register(b)
-	r.box, err = outbox.New(e.d, e.db, outbox.StandardTable(e.outbox), AMQPPublisher{b},
+	r.box, err = outbox.New(e.d, e.db, outbox.StandardTable(e.outbox), amqp.OutboxPublisher(b, "", e.queue+"-"),
 		outbox.WithLogger(log), outbox.Destinations(e.queue))
 	if err != nil {
 		t.Fatal(err)
@@ -200,11 +193,13 @@ func runRelay(t *testing.T, e *relayEnv) {
 	a := e.start(t)
 	ctx := context.Background()
 
-	// Commit, then send: booked once; the same record sent again is acknowledged unhandled.
-	batch := e.order(t, a.box, "o-1", true)
+	// Commit, then send: booked once; the record relayed again (as after a crash between its
+	// confirmed publish and its mark) is acknowledged unhandled.
+	e.order(t, a.box, "o-1", true)
 	a.waitAcked(t, 1)
-	if err := a.box.Send(ctx, batch); err != nil {
-		t.Fatal(err)
+	e.exec(t, "UPDATE "+e.outbox+" SET published_at = NULL")
+	if n, err := a.box.PublishPending(ctx); err != nil || n != 1 {
+		t.Fatalf("PublishPending: %d, %v", n, err)
 	}
 	a.waitAcked(t, 2)
 	if n := e.booked(t, "o-1"); n != 1 {
@@ -240,8 +235,8 @@ func runRelay(t *testing.T, e *relayEnv) {
 	if n := e.booked(t, "o-2"); n != 1 {
 		t.Fatalf("o-2 booked %d times after restart", n)
 	}
-	if n := e.count(t, "SELECT COUNT(*) FROM "+e.outbox+" WHERE processed_at IS NULL"); n != 0 {
-		t.Fatalf("%d unprocessed records", n)
+	if n := e.count(t, "SELECT COUNT(*) FROM "+e.outbox+" WHERE processed_at IS NULL OR published_at IS NULL"); n != 0 {
+		t.Fatalf("%d unprocessed or unpublished records", n)
 	}
 }
 
@@ -290,7 +285,7 @@ func TestRelayNackKeepsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	box, err := outbox.New(e.d, e.db, outbox.StandardTable(e.outbox), AMQPPublisher{b})
+	box, err := outbox.New(e.d, e.db, outbox.StandardTable(e.outbox), amqp.OutboxPublisher(b, "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,8 +296,8 @@ func TestRelayNackKeepsRecord(t *testing.T) {
 	if err := box.Send(ctx, batch); err == nil {
 		t.Fatal("a nacked publish was taken as sent")
 	}
-	if n := e.count(t, "SELECT COUNT(*) FROM "+e.outbox+" WHERE processed_at IS NULL"); n != 1 {
-		t.Fatalf("%d unprocessed records after a nack, want 1", n)
+	if n := e.count(t, "SELECT COUNT(*) FROM "+e.outbox+" WHERE published_at IS NULL"); n != 1 {
+		t.Fatalf("%d unpublished records after a nack, want 1", n)
 	}
 }
 
@@ -346,4 +341,146 @@ func realEnv(t *testing.T) *relayEnv {
 	})
 	return &relayEnv{d: db.Dialect(), db: db.SQL(), dial: amqp.URL(amqpURL),
 		queue: queue, outbox: "outbox", ledger: "ledger"}
+}
+
+// runCrossService is the outbox across services: the sender service records and relays to
+// RabbitMQ and has no consumer; the receiver service consumes with its own Broker and has no
+// outbox, no publisher and no access to the sender's database. Records whose Send was lost
+// are relayed by the next start, and the sender's restarts publish nothing twice: the
+// receiver sees each record once.
+func runCrossService(t *testing.T, e *relayEnv) {
+	ddl, err := outbox.DDL(e.d, e.outbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.exec(t, ddl)
+
+	// The receiver service: counts deliveries per outbox record id.
+	var mu sync.Mutex
+	seen := map[string]int{}
+	delivered := make(chan string, 64)
+	recvApp := core.New(core.WithoutSignals(), core.WithLogger(slog.New(slog.DiscardHandler)))
+	rb, err := amqp.New(e.dial, amqp.DeclareTopology(true), amqp.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recvApp.Register(rb)
+	q, err := amqp.Classic(rb, e.queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Subscribe(recvApp, q, func(_ context.Context, m *core.Message[Payout]) error {
+		id := m.Headers()[outbox.HeaderID]
+		mu.Lock()
+		seen[id]++
+		mu.Unlock()
+		delivered <- m.Payload.Order
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stopRecv := runApp(t, recvApp)
+	defer stopRecv()
+
+	// The sender service, started four times.
+	sender := func() (*outbox.Outbox, func()) {
+		logs := newLogSignal()
+		app := core.New(core.WithoutSignals(), core.WithLogger(slog.New(logs)))
+		b, err := amqp.New(e.dial, amqp.WithLogger(slog.New(logs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		app.Register(b)
+		box, err := outbox.New(e.d, e.db, outbox.StandardTable(e.outbox), amqp.OutboxPublisher(b, "", e.queue+"-"),
+			outbox.WithLogger(slog.New(logs)), outbox.Destinations(e.queue))
+		if err != nil {
+			t.Fatal(err)
+		}
+		app.Register(box)
+		stop := runApp(t, app)
+		logs.wait(t, "outbox: relayed the unpublished records at start")
+		return box, stop
+	}
+	box, stop := sender()
+	const orders = 10
+	for i := range orders {
+		e.order(t, box, "o-"+strconv.Itoa(i), i%3 != 0) // every third Send is lost
+	}
+	stop()
+	for range 3 {
+		_, stop := sender()
+		stop()
+	}
+	box, stop = sender()
+	e.order(t, box, "o-last", true)
+	stop()
+	// The queue is consumed in order: once o-last is in, everything before it is.
+	for timeout := time.After(coretest.WaitTimeout); ; {
+		select {
+		case o := <-delivered:
+			if o != "o-last" {
+				continue
+			}
+		case <-timeout:
+			t.Fatalf("o-last not delivered; seen %v", seen)
+		}
+		break
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != orders+1 {
+		t.Fatalf("%d records received, want %d: %v", len(seen), orders+1, seen)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("record %s received %d times over five starts of the sender: %v", id, n, seen)
+		}
+	}
+	if n := e.count(t, "SELECT COUNT(*) FROM "+e.outbox+" WHERE published_at IS NULL"); n != 0 {
+		t.Fatalf("%d records unpublished", n)
+	}
+}
+
+// runApp runs app until the returned stop is called (or the test ends).
+func runApp(t *testing.T, app *core.App) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- app.Run(ctx) }()
+	select {
+	case <-app.Ready():
+	case err := <-ran:
+		cancel()
+		t.Fatalf("Run: %v", err)
+	}
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// TestCrossServiceSQLiteAmqptest runs the cross-service outbox on SQLite and the in-process
+// RabbitMQ.
+func TestCrossServiceSQLiteAmqptest(t *testing.T) {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	broker := amqptest.NewBroker(clock.Real())
+	runCrossService(t, &relayEnv{d: db.Dialect(), db: db.Queue(), dial: broker.Dial, queue: "payouts", outbox: "outbox"})
+}
+
+// TestCrossServicePostgresRabbitMQ runs it on PostgreSQL and the real RabbitMQ.
+func TestCrossServicePostgresRabbitMQ(t *testing.T) {
+	runCrossService(t, realEnv(t))
 }

@@ -101,8 +101,8 @@ func run(ctx context.Context, path string) error {
 			return err
 		}
 	}
-	// Wait until every order is booked; the "down" order retries once first, and a record
-	// published twice (by Send and by the start-up sweep) is acknowledged once without the handler.
+	// Wait until every order is booked; the "down" order retries once first. A record delivered
+	// twice would be acknowledged the second time without the handler.
 	timeout := time.After(15 * time.Second)
 	var ledger map[string]int
 	for booked := false; !booked; {

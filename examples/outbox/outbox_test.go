@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,13 +26,13 @@ import (
 // running is a started Service whose settlements the test waits on.
 type running struct {
 	*Service
-	logs *coretest.Logs
+	logs logSignal
 	stop func()
 }
 
 func start(t *testing.T, path string) *running {
 	t.Helper()
-	logs := &coretest.Logs{}
+	logs := newLogSignal()
 	s, err := NewService(context.Background(), path, slog.New(logs), core.WithoutSignals())
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +94,81 @@ func (r *running) waitSettled(t *testing.T) core.Settlement {
 	return core.Settlement{}
 }
 
+// unpublished counts the records the relay has not marked published.
+func unpublished(t *testing.T, db *sqlite.DB) int {
+	t.Helper()
+	var n int
+	if err := db.SQL().QueryRow(`SELECT COUNT(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitLog waits until the service has logged msg.
+func (r *running) waitLog(t *testing.T, msg string) {
+	t.Helper()
+	r.logs.wait(t, msg)
+}
+
+// logSignal keeps log records (coretest.Logs) and wakes whoever waits for a message.
+type logSignal struct {
+	*coretest.Logs
+	sig *signal
+}
+
+func newLogSignal() logSignal { return logSignal{Logs: &coretest.Logs{}, sig: &signal{}} }
+
+func (l logSignal) Handle(ctx context.Context, r slog.Record) error {
+	err := l.Logs.Handle(ctx, r)
+	l.sig.fire()
+	return err
+}
+
+func (l logSignal) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return logSignal{Logs: l.Logs.WithAttrs(attrs).(*coretest.Logs), sig: l.sig}
+}
+
+// signal is a broadcast: fire wakes every channel taken with next.
+type signal struct {
+	mu      sync.Mutex
+	changed chan struct{}
+}
+
+func (s *signal) next() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
+
+func (s *signal) fire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+}
+
+// wait waits until msg has been logged.
+func (l logSignal) wait(t *testing.T, msg string) {
+	t.Helper()
+	timeout := time.After(coretest.WaitTimeout)
+	for {
+		ch := l.sig.next()
+		if len(l.Find(msg)) > 0 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("%q not logged within %v", msg, coretest.WaitTimeout)
+		}
+	}
+}
+
 func unprocessed(t *testing.T, r *running) int {
 	t.Helper()
 	var n int
@@ -122,9 +199,20 @@ func TestCommitPublishesAndDuplicatesAreSuppressed(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitBooked(t, "o-1", 1)
-	// The same record delivered again: acknowledged without running the handler.
+	if n := unpublished(t, r.DB); n != 0 {
+		t.Fatalf("%d records not marked published after a confirmed Send", n)
+	}
+	// Sent again: the record is published already, so Send leaves it alone.
 	if err := r.Box.Send(ctx, batch); err != nil {
 		t.Fatal(err)
+	}
+	// The same record delivered again (as after a crash between its publish and its mark):
+	// acknowledged without running the handler.
+	if _, err := r.DB.SQL().Exec(`UPDATE outbox SET published_at = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.Box.PublishPending(ctx); err != nil || n != 1 {
+		t.Fatalf("PublishPending: %d, %v", n, err)
 	}
 	const suppressed = "outbox receiver: record already processed; duplicate acknowledged without the handler"
 	for len(r.logs.Find(suppressed)) == 0 {
@@ -159,19 +247,20 @@ func TestRollbackRecordsNothing(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d records after a rollback", n)
 	}
-	if sent, err := r.Box.PublishUnprocessed(ctx); err != nil || sent != 0 {
+	if sent, err := r.Box.PublishPending(ctx); err != nil || sent != 0 {
 		t.Fatalf("published %d (%v) after a rollback", sent, err)
 	}
 }
 
-func TestRetryLeavesRecordForNextStart(t *testing.T) {
+func TestUnpublishedRecordIsRelayedAtStart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "o.db")
 	r := start(t, path)
 	ctx := context.Background()
 	if err := PlaceOrder(ctx, r.DB, r.Box, "down-1", 700); err != nil {
 		t.Fatal(err)
 	}
-	// The first delivery retries ("down" fails once): the record stays unprocessed meanwhile.
+	// The first delivery retries ("down" fails once): the record stays unprocessed meanwhile,
+	// and the queue delivers it again.
 	for s := r.waitSettled(t); s.Verdict.Action != core.ActRetry; s = r.waitSettled(t) {
 	}
 	r.waitBooked(t, "down-1", 1)
@@ -180,7 +269,8 @@ func TestRetryLeavesRecordForNextStart(t *testing.T) {
 	}
 	r.stop()
 
-	// A record a retry left behind is published again at start.
+	// A record never published (its process died before Send) is relayed at the next start,
+	// in the background.
 	db, err := sqlite.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -191,9 +281,7 @@ func TestRetryLeavesRecordForNextStart(t *testing.T) {
 	db.Close()
 	r2 := start(t, path)
 	r2.waitBooked(t, "o-late", 1)
-	if len(r2.logs.Find("outbox: published unprocessed records at start")) != 1 {
-		t.Fatal("start-up publish not logged")
-	}
+	r2.waitLog(t, "outbox: relayed the unpublished records at start")
 }
 
 // TestCrashBetweenCommitAndPublish kills a process (SIGKILL) after its transaction committed
@@ -270,7 +358,10 @@ func TestMissingOrMalformedHeaderIsAPlainDelivery(t *testing.T) {
 	}
 }
 
-func TestPublishFailureKeepsRecordAndAbortsStart(t *testing.T) {
+// TestPublishFailureKeepsRecordUnpublished: a refused publish leaves the record unpublished;
+// start-up is not held by it, and the background relay publishes it once the transport takes
+// it, after a backoff on the outbox's clock.
+func TestPublishFailureKeepsRecordUnpublished(t *testing.T) {
 	ctx := context.Background()
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "o.db"))
 	if err != nil {
@@ -281,8 +372,19 @@ func TestPublishFailureKeepsRecordAndAbortsStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	nack := errors.New("broker nacked the publish")
+	var refuse atomic.Bool
+	refuse.Store(true)
+	sent := make(chan string, 4)
+	logs := newLogSignal()
+	v := clock.NewVirtual(coretest.Epoch)
 	box, err := outbox.New(db.Dialect(), db.Queue(), outbox.StandardTable(OutboxTable),
-		outbox.PublisherFunc(func(context.Context, string, []byte, map[string]string) error { return nack }))
+		outbox.PublisherFunc(func(_ context.Context, _ string, _ []byte, h map[string]string) error {
+			if refuse.Load() {
+				return nack
+			}
+			sent <- h[outbox.HeaderID]
+			return nil
+		}), outbox.WithClock(v), outbox.WithLogger(slog.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,13 +395,33 @@ func TestPublishFailureKeepsRecordAndAbortsStart(t *testing.T) {
 	if err := box.Send(ctx, batch); !errors.Is(err, nack) || !strings.Contains(err.Error(), `to "payouts"`) {
 		t.Fatalf("Send: %v", err)
 	}
-	var n int
-	db.SQL().QueryRow(`SELECT COUNT(*) FROM outbox WHERE processed_at IS NULL`).Scan(&n)
-	if n != 1 {
-		t.Fatalf("%d unprocessed records after a nack, want 1", n)
+	if n := unpublished(t, db); n != 1 {
+		t.Fatalf("%d unpublished records after a nack, want 1", n)
 	}
-	if err := box.Start(ctx); !errors.Is(err, nack) {
+	if err := box.Start(ctx); err != nil {
 		t.Fatalf("Start with an unpublishable record: %v", err)
+	}
+	defer box.Close()
+	// The start-up relay fails and waits 1 s on the clock before trying again.
+	if err := v.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(logs.Find("outbox: relaying unpublished records failed; trying again")) != 1 {
+		t.Fatalf("the failed relay was not logged: %+v", logs.Records(slog.LevelWarn))
+	}
+	refuse.Store(false)
+	v.Advance(time.Second)
+	select {
+	case id := <-sent:
+		if id != strconv.FormatInt(batch.IDs()[0], 10) {
+			t.Fatalf("relayed record %s", id)
+		}
+	case <-time.After(coretest.WaitTimeout):
+		t.Fatal("the relay did not try again after its backoff")
+	}
+	logs.wait(t, "outbox: relayed the unpublished records at start")
+	if n := unpublished(t, db); n != 0 {
+		t.Fatalf("%d unpublished records after the relay, want 0", n)
 	}
 }
 
@@ -386,7 +508,7 @@ func TestSweepPublishesWhatSendMissed(t *testing.T) {
 	case <-time.After(coretest.WaitTimeout):
 		t.Fatal("the sweep did not publish the unsent record")
 	}
-	// Published once by this process: the next sweep leaves it alone.
+	// Marked published: the next sweep leaves it alone.
 	if err := v.BlockUntil(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
