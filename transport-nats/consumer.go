@@ -32,8 +32,9 @@ type consumer struct {
 	ctx    context.Context // ends at Close: stops the fetch in flight and the lease loop
 	cancel context.CancelFunc
 
-	cur       jetstream.MessageBatch // the fetch being handed out; touched only by Next and Close
-	curCancel context.CancelFunc
+	// The fetch being handed out, how many of its messages were, and the one requested ahead
+	// once half of it was; touched only by Next and Close.
+	cur, ahead *fetch
 
 	leaseMu sync.Mutex
 	head    *Delivery // fetched, not settled: extended with +WPI
@@ -41,6 +42,7 @@ type consumer struct {
 	closed  bool
 	loop    sync.WaitGroup
 
+	acks     acks
 	dl       dlBackoff
 	advisory *nats.Subscription
 
@@ -85,6 +87,7 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 	if c.clock == nil {
 		c.clock = q.c.clock
 	}
+	c.acks.c = c
 	c.dl = dlBackoff{min: q.c.dlWait[0], max: q.c.dlWait[1]}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.watchAdvisories(); err != nil {
@@ -96,30 +99,57 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 	return c, c, nil
 }
 
-// Next hands out the next message of the current fetch, fetching a batch of the subscription's
-// worker count when none is left.
+// fetch is one pull request for a batch.
+type fetch struct {
+	batch  jetstream.MessageBatch
+	cancel context.CancelFunc
+	handed int
+}
+
+// pull sends a pull request for a batch of the subscription's worker count. The context's
+// deadline sets the request's expiry on the server; Close cancels it.
+func (c *consumer) pull() (*fetch, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.fetchWait)
+	b, err := c.cons.Fetch(c.batch, jetstream.FetchContext(ctx))
+	if err != nil {
+		cancel()
+		if c.ctx.Err() != nil {
+			return nil, core.ErrClosed
+		}
+		return nil, fmt.Errorf("fetch from consumer %q on stream %q: %w", c.cfg.durable, c.cfg.stream, err)
+	}
+	return &fetch{batch: b, cancel: cancel}, nil
+}
+
+// Next hands out the next message of the current fetch. A fetch asks for a batch of the
+// subscription's worker count; once half of a full batch is handed out the next one is requested,
+// so that it arrives while the workers handle the rest (at most two batches are claimed ahead of
+// the workers).
 func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 	for {
 		if c.cur == nil {
-			// The context's deadline sets the pull request's expiry on the server; Close cancels it.
-			fctx, cancel := context.WithTimeout(c.ctx, c.cfg.fetchWait)
-			b, err := c.cons.Fetch(c.batch, jetstream.FetchContext(fctx))
-			if err != nil {
-				cancel()
-				if c.ctx.Err() != nil {
-					return nil, core.ErrClosed
+			if c.cur, c.ahead = c.ahead, nil; c.cur == nil {
+				f, err := c.pull()
+				if err != nil {
+					return nil, err
 				}
-				return nil, fmt.Errorf("fetch from consumer %q on stream %q: %w", c.cfg.durable, c.cfg.stream, err)
+				c.cur = f
 			}
-			c.cur, c.curCancel = b, cancel
 		}
 		select {
-		case m, ok := <-c.cur.Messages():
+		case m, ok := <-c.cur.batch.Messages():
 			if ok {
+				c.cur.handed++
+				if c.ahead == nil && c.batch > 1 && c.cur.handed == (c.batch+1)/2 {
+					if f, err := c.pull(); err == nil {
+						c.ahead = f
+					} // else the next Next pulls again, and reports the error then
+				}
 				return c.wrap(m)
 			}
-			err := c.cur.Error()
-			c.endFetch()
+			err := c.cur.batch.Error()
+			c.cur.cancel()
+			c.cur = nil
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 				return nil, fmt.Errorf("fetch from consumer %q on stream %q: %w", c.cfg.durable, c.cfg.stream, err)
 			}
@@ -127,11 +157,6 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 			return nil, ctx.Err()
 		}
 	}
-}
-
-func (c *consumer) endFetch() {
-	c.curCancel()
-	c.cur, c.curCancel = nil, nil
 }
 
 func (c *consumer) wrap(m jetstream.Msg) (core.Delivery, error) {
@@ -152,14 +177,19 @@ func (c *consumer) wrap(m jetstream.Msg) (core.Delivery, error) {
 // request on the ack subject of the latest acknowledged delivery (a no-op for a settled message)
 // is answered only after all of them.
 func (c *consumer) Close() error {
+	c.acks.flush()
 	defer c.barrier()
 	c.cancel()
-	if c.cur != nil {
-		for m := range c.cur.Messages() { // the fetch ends with its context
+	for _, f := range []*fetch{c.cur, c.ahead} {
+		if f == nil {
+			continue
+		}
+		for m := range f.batch.Messages() { // the fetch ends with its context
 			_ = m.Nak()
 		}
-		c.endFetch()
+		f.cancel()
 	}
+	c.cur, c.ahead = nil, nil
 	c.leaseMu.Lock()
 	c.closed = true
 	for d, t := range c.held {

@@ -19,7 +19,7 @@ import (
 //
 // Each settlement is reported once the acknowledgement is written (or confirmed, with
 // ConfirmAcks); a write that fails is reported as the settlement's error, and the message comes
-// back when its AckWait runs out.
+// back when its AckWait runs out. +ACKs are written in batches (see acks).
 func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, settled core.Settled) {
 	del, ok := d.(*Delivery)
 	if !ok || del.src != c {
@@ -29,11 +29,11 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 	var err error
 	switch v.Action {
 	case core.ActAck:
-		if c.cfg.confirmAcks {
-			err = del.msg.DoubleAck(ctx)
-		} else {
-			err = del.msg.Ack()
+		if !c.cfg.confirmAcks {
+			c.acks.add(del, v, settled)
+			return
 		}
+		err = del.msg.DoubleAck(ctx)
 	case core.ActDrop:
 		err = del.msg.Term()
 	case core.ActRetryAfter:
