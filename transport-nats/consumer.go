@@ -99,9 +99,11 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 	return c, c, nil
 }
 
-// fetch is one pull request for a batch.
+// fetch is one pull request for a batch. Its messages are wrapped and put on the lease list as
+// they arrive, so the ones waiting for a free worker are extended like those being handled.
 type fetch struct {
-	batch  jetstream.MessageBatch
+	ready  chan *Delivery // closed after the last message, once err is set
+	err    error
 	cancel context.CancelFunc
 	handed int
 }
@@ -118,7 +120,17 @@ func (c *consumer) pull() (*fetch, error) {
 		}
 		return nil, fmt.Errorf("fetch from consumer %q on stream %q: %w", c.cfg.durable, c.cfg.stream, err)
 	}
-	return &fetch{batch: b, cancel: cancel}, nil
+	f := &fetch{ready: make(chan *Delivery, c.batch), cancel: cancel}
+	go func() {
+		for m := range b.Messages() {
+			if d := c.wrap(m); d != nil {
+				f.ready <- d // never blocks: a fetch yields at most a batch
+			}
+		}
+		f.err = b.Error()
+		close(f.ready)
+	}()
+	return f, nil
 }
 
 // Next hands out the next message of the current fetch. A fetch asks for a batch of the
@@ -137,7 +149,7 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 			}
 		}
 		select {
-		case m, ok := <-c.cur.batch.Messages():
+		case d, ok := <-c.cur.ready:
 			if ok {
 				c.cur.handed++
 				if c.ahead == nil && c.batch > 1 && c.cur.handed == (c.batch+1)/2 {
@@ -145,9 +157,9 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 						c.ahead = f
 					} // else the next Next pulls again, and reports the error then
 				}
-				return c.wrap(m)
+				return d, nil
 			}
-			err := c.cur.batch.Error()
+			err := c.cur.err
 			c.cur.cancel()
 			c.cur = nil
 			if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -159,15 +171,19 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 	}
 }
 
-func (c *consumer) wrap(m jetstream.Msg) (core.Delivery, error) {
+// wrap makes a fetched message a delivery on the lease list; nil for a message without
+// JetStream metadata, which cannot be settled (logged, and returned with -NAK).
+func (c *consumer) wrap(m jetstream.Msg) *Delivery {
 	meta, err := m.Metadata()
 	if err != nil {
 		_ = m.Nak()
-		return nil, fmt.Errorf("consumer %q on stream %q: a message without JetStream metadata: %w", c.cfg.durable, c.cfg.stream, err)
+		c.log.Error("nats: a fetched message has no JetStream metadata; returned", "stream", c.cfg.stream, "consumer", c.cfg.durable,
+			"subject", m.Subject(), "reply", m.Reply(), "error", err)
+		return nil
 	}
 	d := &Delivery{msg: m, attempt: int(meta.NumDelivered), seq: meta.Sequence.Stream, src: c}
 	c.track(d)
-	return d, nil
+	return d
 }
 
 // Close stops fetching and returns every message fetched but not handed out, and every message
@@ -184,10 +200,11 @@ func (c *consumer) Close() error {
 		if f == nil {
 			continue
 		}
-		for m := range f.batch.Messages() { // the fetch ends with its context
-			_ = m.Nak()
-		}
 		f.cancel()
+		for d := range f.ready { // the fetch ends with its context
+			c.untrack(d)
+			_ = d.msg.Nak()
+		}
 	}
 	c.cur, c.ahead = nil, nil
 	c.leaseMu.Lock()

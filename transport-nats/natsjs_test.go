@@ -303,3 +303,67 @@ func TestPublishDedupeAndHeaders(t *testing.T) {
 		}
 	})
 }
+
+// TestLeaseCoversWaitingMessages: messages fetched ahead of the workers, waiting for one to be
+// free, are extended like those being handled, so a slow handler does not let them lapse.
+func TestLeaseCoversWaitingMessages(t *testing.T) {
+	eachServer(t, func(t *testing.T, url string) {
+		vc := clock.NewVirtual(coretest.Epoch)
+		r := newRig(t, url, vc, natsjs.DeclareTopology(true))
+		entered, release := make(chan string, 3), make(chan struct{})
+		h := func(_ context.Context, m *core.Message[string]) error {
+			entered <- m.Payload
+			<-release
+			return nil
+		}
+		if err := core.Subscribe(r.app, r.queue("work", natsjs.AckWait(9*time.Second)), h, raw, core.Workers(2)); err != nil {
+			t.Fatal(err)
+		}
+		acks := r.acks(r.stream("work"), r.stream("work"))
+		r.mustStart()
+		for _, b := range []string{"m1", "m2", "m3"} {
+			r.publish("work", b, nil)
+		}
+		<-entered
+		<-entered
+		// m3 arrives with the batch fetched ahead once m1 was handed out; wait until the server
+		// has delivered it (the consumer's account of pending acknowledgements).
+		ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
+		defer cancel()
+		for {
+			c, err := r.admin.js.Consumer(ctx, r.stream("work"), r.stream("work"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.CachedInfo().NumAckPending == 3 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the server has %d deliveries pending; want 3", c.CachedInfo().NumAckPending)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		// The client takes m3 off the wire a moment after the server counts it delivered: give
+		// the loop up to three periods to extend all three.
+		seen := map[string]bool{}
+		for tick := 0; tick < 3 && len(seen) < 3; tick++ {
+			vc.Advance(3 * time.Second)
+			for {
+				m, err := acks.NextMsg(500 * time.Millisecond)
+				if err != nil {
+					break
+				}
+				if string(m.Data) != "+WPI" {
+					t.Fatalf("sent %q while every handler still works", m.Data)
+				}
+				seen[m.Subject] = true
+			}
+		}
+		if len(seen) != 3 {
+			t.Fatalf("+WPI for %d distinct deliveries; want the two handled and the one waiting", len(seen))
+		}
+		close(release)
+		r.rec.WaitSettled(3)
+	})
+}
