@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs settle's benchmarks: core's dispatch path, the SQLite drain, the outbox, the plugin round
-# trip, and the side-by-side bench module (PostgreSQL vs River, MariaDB, RabbitMQ vs Watermill).
+# trip, and the side-by-side bench module (PostgreSQL vs River, MariaDB, RabbitMQ vs Watermill,
+# NATS JetStream vs raw nats.go).
 # Servers as for the tests (ci/services.sh). Ratios only compare within one run; the figures and
 # their reading are in bench/README.md. Not part of .ci/run: it takes tens of minutes.
 set -eu
@@ -14,3 +15,4 @@ run go -C bench test -run '^$' -bench 'BenchmarkPostgresSettle$' -benchtime 1x -
 run go -C bench test -run '^$' -bench 'BenchmarkPostgresLatency$' -benchtime 1x -timeout 20m .
 run go -C bench test -run '^$' -bench 'BenchmarkMariaDB$' -benchtime 1x -timeout 60m .
 run go -C bench test -run '^$' -bench BenchmarkAMQP -benchtime 1x -timeout 30m .
+run go -C bench test -run '^$' -bench BenchmarkNATS -benchtime 1x -timeout 30m .

@@ -32,9 +32,7 @@ type consumer struct {
 	ctx    context.Context // ends at Close: stops the fetch in flight and the lease loop
 	cancel context.CancelFunc
 
-	// The fetch being handed out, how many of its messages were, and the one requested ahead
-	// once half of it was; touched only by Next and Close.
-	cur, ahead *fetch
+	cur *fetch // the fetch being handed out; touched only by Next and Close
 
 	leaseMu sync.Mutex
 	head    *Delivery // fetched, not settled: extended with +WPI
@@ -105,7 +103,6 @@ type fetch struct {
 	ready  chan *Delivery // closed after the last message, once err is set
 	err    error
 	cancel context.CancelFunc
-	handed int
 }
 
 // pull sends a pull request for a batch of the subscription's worker count. The context's
@@ -133,30 +130,21 @@ func (c *consumer) pull() (*fetch, error) {
 	return f, nil
 }
 
-// Next hands out the next message of the current fetch. A fetch asks for a batch of the
-// subscription's worker count; once half of a full batch is handed out the next one is requested,
-// so that it arrives while the workers handle the rest (at most two batches are claimed ahead of
-// the workers).
+// Next hands out the next message of the current fetch, requesting a batch of the
+// subscription's worker count when the last one has ended. (Requesting the next batch before
+// the current one is handed out was measured: no faster on a drain, and it claims twice as much.)
 func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 	for {
 		if c.cur == nil {
-			if c.cur, c.ahead = c.ahead, nil; c.cur == nil {
-				f, err := c.pull()
-				if err != nil {
-					return nil, err
-				}
-				c.cur = f
+			f, err := c.pull()
+			if err != nil {
+				return nil, err
 			}
+			c.cur = f
 		}
 		select {
 		case d, ok := <-c.cur.ready:
 			if ok {
-				c.cur.handed++
-				if c.ahead == nil && c.batch > 1 && c.cur.handed == (c.batch+1)/2 {
-					if f, err := c.pull(); err == nil {
-						c.ahead = f
-					} // else the next Next pulls again, and reports the error then
-				}
 				return d, nil
 			}
 			err := c.cur.err
@@ -196,17 +184,14 @@ func (c *consumer) Close() error {
 	c.acks.flush()
 	defer c.barrier()
 	c.cancel()
-	for _, f := range []*fetch{c.cur, c.ahead} {
-		if f == nil {
-			continue
-		}
+	if f := c.cur; f != nil {
 		f.cancel()
 		for d := range f.ready { // the fetch ends with its context
 			c.untrack(d)
 			_ = d.msg.Nak()
 		}
+		c.cur = nil
 	}
-	c.cur, c.ahead = nil, nil
 	c.leaseMu.Lock()
 	c.closed = true
 	for d, t := range c.held {

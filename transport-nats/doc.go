@@ -32,11 +32,11 @@
 //
 // # Leases and fetching
 //
-// A subscription fetches batches of its worker count (core.Workers), the next one requested once
-// half of a full batch is handed out, and writes its +ACKs in batches (the worker count's worth,
-// or 2ms after the first). A fetched message is leased for the consumer's AckWait; settle sends
-// +WPI (in progress) for every fetched, unsettled message every third of it, on the App's clock,
-// so a long handler keeps its message. A dead-letter copy that JetStream does not store leaves
+// A subscription fetches batches of its worker count (core.Workers) and writes its +ACKs in
+// batches (the worker count's worth, or 2ms after the first). A fetched message is leased for
+// the consumer's AckWait; settle sends +WPI (in progress) for every fetched, unsettled message
+// every third of it, on the App's clock, so a long handler keeps its message (and a message
+// waiting for a free worker keeps its place). A dead-letter copy that JetStream does not store leaves
 // the original unsettled: it is held (still extended) for a backoff on the clock that doubles
 // with each failure in a row, then returned with -NAK.
 //
