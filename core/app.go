@@ -25,6 +25,7 @@ type App struct {
 	shutdownTimeout time.Duration
 	signals         bool
 	observers       []Observer
+	events          []EventObserver
 
 	ready chan struct{} // closed once Run has opened every subscription
 
@@ -33,6 +34,7 @@ type App struct {
 	subs     []*subscription
 	names    map[string]bool
 	ran      bool
+	state    appState
 }
 
 // AppOption configures an App.
@@ -149,8 +151,10 @@ func (a *App) Run(ctx context.Context) error {
 		return ErrClosed
 	}
 	a.ran = true
+	a.state = appStarting
 	subs, backends := a.subs, a.backends
 	a.mu.Unlock()
+	defer a.setState(appStopped)
 
 	if a.signals {
 		var stop context.CancelFunc
@@ -216,9 +220,11 @@ func (a *App) Run(ctx context.Context) error {
 		}()
 	}
 	a.logger.Info("settle: running", "subscriptions", len(subs))
+	a.setState(appRunning)
 	close(a.ready)
 
 	<-ctx.Done()
+	a.setState(appStopping)
 	a.logger.Info("settle: stopping", "cause", context.Cause(ctx))
 	stopPulling()
 	drained := make(chan struct{})
@@ -249,6 +255,22 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	a.logger.Info("settle: stopped")
 	return nil
+}
+
+func (a *App) setState(s appState) {
+	a.mu.Lock()
+	a.state = s
+	a.mu.Unlock()
+}
+
+// report tells the App's event observers of e.
+func (a *App) report(e Event) {
+	if e.At.IsZero() {
+		e.At = a.clock.Now()
+	}
+	for _, o := range a.events {
+		o(e)
+	}
 }
 
 func (a *App) waitOrTimeout(done <-chan struct{}) bool {

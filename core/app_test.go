@@ -30,7 +30,9 @@ func TestSubscribeRefusesBadInput(t *testing.T) {
 		{"empty dest", core.Subscribe(h.App, q, ack, core.DeadLetterAfter(3, " ")), "destination is empty"},
 		{"workers 0", core.Subscribe(h.App, q, ack, core.Workers(0)), "Workers(0)"},
 		{"nil codec", core.Subscribe(h.App, q, ack, core.WithCodec(nil)), "WithCodec(nil)"},
-		{"bad policy", core.Subscribe(h.App, q, ack, core.OnError(core.Policy(9))), "unknown policy"},
+		{"bad policy", core.Subscribe(h.App, q, ack, core.OnError(core.Policy{})), "unknown policy"},
+		{"bad backoff", core.Subscribe(h.App, q, ack, core.OnError(core.Backoff(time.Second, time.Millisecond))), "need 0 < base <= max"},
+		{"timeout 0", core.Subscribe(h.App, q, ack, core.Timeout(0)), "Timeout(0s)"},
 		{"nil endpoint", core.Subscribe(h.App, nil, ack), "nil endpoint"},
 		{"nil option", core.Subscribe(h.App, q, ack, nil), "nil option"},
 	}

@@ -63,6 +63,9 @@ type Subscription struct {
 	Logger *slog.Logger
 	// Clock is the App's clock; every timed path of the backend takes its time from it.
 	Clock clock.Clock
+	// Report tells the App of an event of this subscription (a refused copy, a reconnection, a
+	// settlement that failed); core fills in the subscription, queue and time. Never nil.
+	Report func(Event)
 }
 
 // Backend is something the App starts before its subscriptions open and closes after they have

@@ -5,33 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
-
-// Policy says what happens to a message whose handler failed without returning an outcome:
-// returned a plain error, panicked, or could not decode the payload.
-type Policy uint8
-
-const (
-	// PolicyRetry retries the message (the DeadLetterAfter cap still applies).
-	PolicyRetry Policy = iota + 1
-	// PolicyDrop drops the message.
-	PolicyDrop
-	// PolicyDeadLetter moves the message straight to the subscription's dead letter, or drops
-	// it when the subscription has none.
-	PolicyDeadLetter
-)
-
-func (p Policy) String() string {
-	switch p {
-	case PolicyRetry:
-		return "retry"
-	case PolicyDrop:
-		return "drop"
-	case PolicyDeadLetter:
-		return "dead_letter"
-	}
-	return fmt.Sprintf("policy(%d)", uint8(p))
-}
 
 // Options are a subscription's mount options after validation. Backends read them in
 // Endpoint.Open; users set them with Option values.
@@ -47,6 +22,8 @@ type Options struct {
 	// OnError, OnPanic and OnDecodeError are the failure policies (defaults: retry, retry,
 	// dead letter).
 	OnError, OnPanic, OnDecodeError Policy
+	// Timeout bounds each handler call (0: none); see the Timeout option.
+	Timeout time.Duration
 	// Codec decodes payloads (default JSON).
 	Codec Codec
 	// Middleware wraps the handler, outermost first.
@@ -187,32 +164,26 @@ func Name(name string) Option {
 	})
 }
 
-func policyOption(what string, p Policy, set func(*Options)) Option {
+// Timeout gives every handler call of the subscription a deadline d on the App's clock: its
+// context is cancelled with context.DeadlineExceeded when d has passed. A handler that then
+// returns an error (context.DeadlineExceeded, or anything else that is not an outcome) takes the
+// subscription's error policy, as any failure does; one that returns nil or an outcome is
+// settled as it asked. A handler still running TimeoutGrace(d) after its deadline is reported
+// (a warning and an EventHandlerOverran), and the lease form stops extending its lease then, so
+// a handler that ignores its context cannot hold its row forever.
+func Timeout(d time.Duration) Option {
 	return OptionFunc(func(o *Options) error {
-		if p < PolicyRetry || p > PolicyDeadLetter {
-			return fmt.Errorf("%s(%v): unknown policy", what, p)
+		if d <= 0 {
+			return fmt.Errorf("Timeout(%v): the timeout must be positive", d)
 		}
-		set(o)
+		o.Timeout = d
 		return nil
 	})
 }
 
-// OnError sets what happens when the handler returns an error that is not an outcome
-// (default PolicyRetry).
-func OnError(p Policy) Option {
-	return policyOption("OnError", p, func(o *Options) { o.OnError = p })
-}
-
-// OnPanic sets what happens when the handler panics (default PolicyRetry; the stack is logged).
-func OnPanic(p Policy) Option {
-	return policyOption("OnPanic", p, func(o *Options) { o.OnPanic = p })
-}
-
-// OnDecodeError sets what happens to a payload the codec cannot decode (default
-// PolicyDeadLetter: a payload that does not decode now will not decode on the next attempt).
-func OnDecodeError(p Policy) Option {
-	return policyOption("OnDecodeError", p, func(o *Options) { o.OnDecodeError = p })
-}
+// TimeoutGrace is how long after its Timeout a handler may still run before it is reported as
+// ignoring its context: a tenth of the timeout, at least one second.
+func TimeoutGrace(timeout time.Duration) time.Duration { return max(timeout/10, time.Second) }
 
 // WithCodec decodes the subscription's payloads with c.
 func WithCodec(c Codec) Option {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/settlehq/settle/core/clock"
@@ -25,12 +26,23 @@ type subscription struct {
 	settled   Settled
 	inflight  sync.WaitGroup // handed to a worker, not yet settled
 	closeOnce sync.Once
+
+	holdsDelays bool // the finisher keeps RetryAfter delays durably (DelayHolder)
+	running     atomic.Bool
+	settledAt   atomic.Int64 // unix nanoseconds of the last durable settlement, on the App's clock
+	lastErr     atomic.Pointer[failure]
+}
+
+// failure is a subscription's last error, for its health.
+type failure struct {
+	err string
+	at  time.Time
 }
 
 func (s *subscription) open(ctx context.Context, a *App) error {
 	s.app = a
 	log := a.logger.With("subscription", s.name, "queue", s.queue)
-	s.info = Subscription{Name: s.name, Options: s.opts, Logger: log, Clock: a.clock}
+	s.info = Subscription{Name: s.name, Options: s.opts, Logger: log, Clock: a.clock, Report: s.report}
 	src, fin, err := s.ep.Open(ctx, s.info)
 	if err != nil {
 		return err
@@ -44,6 +56,17 @@ func (s *subscription) open(ctx context.Context, a *App) error {
 		return err
 	}
 	s.settled = s.onSettled
+	if dh, ok := fin.(DelayHolder); ok {
+		s.holdsDelays = dh.HoldsDelays()
+	}
+	for _, p := range []Policy{s.opts.OnError, s.opts.OnPanic, s.opts.OnDecodeError} {
+		if p.kind == policyBackoff && !s.holdsDelays {
+			log.Warn("settle: a Backoff policy on a queue that keeps no delays durably; its failures retry at once (a delay kept in the process would be lost with it)",
+				"policy", p.String())
+			break
+		}
+	}
+	s.running.Store(true)
 	log.Info("settle: subscription open", "workers", s.opts.Workers, "dead_letter_after", s.opts.Cap, "dead_letter_to", s.opts.DeadLetterTo)
 	return nil
 }
@@ -63,6 +86,7 @@ func (s *subscription) closeSource() {
 // handles it: no hand-off between goroutines on the way from the source to the handler, and
 // Next is still called only when a worker is free to take the delivery.
 func (s *subscription) run(pullCtx, workCtx context.Context) {
+	defer s.running.Store(false)
 	var pull sync.Mutex
 	backoff := time.Duration(0) // guarded by pull
 	var workers sync.WaitGroup
@@ -95,8 +119,11 @@ func (s *subscription) next(pullCtx context.Context, backoff *time.Duration) (De
 				break
 			}
 			*backoff = clock.Backoff(*backoff, 100*time.Millisecond, 5*time.Second)
-			s.info.Logger.Error("settle: taking the next delivery failed; trying again", "error", err, "backoff", *backoff)
-			_ = clock.Sleep(pullCtx, s.app.clock, *backoff)
+			wait := clock.Jitter(*backoff)
+			s.info.Logger.Error("settle: taking the next delivery failed; trying again", "error", err, "backoff", wait)
+			s.fail(err)
+			s.report(Event{Kind: EventSourceFailed, Err: err})
+			_ = clock.Sleep(pullCtx, s.app.clock, wait)
 			continue
 		}
 		*backoff = 0
@@ -123,8 +150,19 @@ func (s *subscription) process(ctx context.Context, d Delivery) {
 		return
 	}
 	hctx := ctx
+	if t := s.opts.Timeout; t > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = clock.WithTimeout(hctx, s.app.clock, t)
+		overran := s.app.clock.AfterFunc(t+TimeoutGrace(t), func() {
+			s.info.Logger.Warn("settle: handler still running after its timeout and grace; it ignores its context",
+				"message_id", d.ID(), "attempt", d.Attempt(), "timeout", t)
+			s.report(Event{Kind: EventHandlerOverran, MessageID: d.ID(), Attempt: d.Attempt(), Err: context.DeadlineExceeded})
+		})
+		defer overran.Stop()
+		defer cancel()
+	}
 	if dc, ok := d.(DeliveryContext); ok {
-		hctx = dc.HandlerContext(ctx)
+		hctx = dc.HandlerContext(hctx)
 	}
 	err := s.call(hctx, d)
 	v := s.verdict(ctx, d, err)
@@ -160,21 +198,21 @@ func (s *subscription) verdict(ctx context.Context, d Delivery, err error) Verdi
 		var pe *PanicError
 		switch {
 		case errors.As(err, &de):
-			v = s.policy(s.opts.OnDecodeError, err)
+			v = s.policy(s.opts.OnDecodeError, d, err)
 			s.info.Logger.Warn("settle: payload does not decode",
-				"message_id", d.ID(), "attempt", d.Attempt(), "size", de.Size, "error", de.Err, "policy", v.Action.String())
+				"message_id", d.ID(), "attempt", d.Attempt(), "size", de.Size, "error", de.Err, "policy", v.String())
 		case errors.As(err, &pe):
-			v = s.policy(s.opts.OnPanic, err)
+			v = s.policy(s.opts.OnPanic, d, err)
 			s.info.Logger.Error("settle: handler panicked",
-				"message_id", d.ID(), "attempt", d.Attempt(), "panic", pe.Value, "policy", v.Action.String(), "stack", string(pe.Stack))
+				"message_id", d.ID(), "attempt", d.Attempt(), "panic", pe.Value, "policy", v.String(), "stack", string(pe.Stack))
 		case ctx.Err() != nil:
 			s.info.Logger.Warn("settle: handler stopped by shutdown; delivery abandoned, it comes back",
 				"message_id", d.ID(), "attempt", d.Attempt(), "error", err)
 			return Verdict{Action: ActAbandon, Cause: err}
 		default:
-			v = s.policy(s.opts.OnError, err)
+			v = s.policy(s.opts.OnError, d, err)
 			s.info.Logger.Warn("settle: handler failed",
-				"message_id", d.ID(), "attempt", d.Attempt(), "error", err, "policy", v.Action.String())
+				"message_id", d.ID(), "attempt", d.Attempt(), "error", err, "policy", v.String())
 		}
 	}
 	r := Resolve(v, d.Attempt(), s.opts.Cap, s.opts.DeadLetterTo)
@@ -185,15 +223,19 @@ func (s *subscription) verdict(ctx context.Context, d Delivery, err error) Verdi
 	return r
 }
 
-func (s *subscription) policy(p Policy, cause error) Verdict {
-	switch p {
-	case PolicyDrop:
+func (s *subscription) policy(p Policy, d Delivery, cause error) Verdict {
+	switch p.kind {
+	case policyDrop:
 		return Verdict{Action: ActDrop, Cause: cause}
-	case PolicyDeadLetter:
+	case policyDeadLetter:
 		if s.opts.Cap > 0 {
 			return Verdict{Action: ActDeadLetter, Dest: s.opts.DeadLetterTo, Cause: cause}
 		}
 		return Verdict{Action: ActDrop, Cause: cause}
+	case policyBackoff:
+		if s.holdsDelays {
+			return Verdict{Action: ActRetryAfter, Delay: p.delay(d.Attempt()), Cause: cause}
+		}
 	}
 	return Verdict{Action: ActRetry, Cause: cause}
 }
@@ -202,6 +244,10 @@ func (s *subscription) onSettled(d Delivery, v Verdict, err error) {
 	if err != nil {
 		s.info.Logger.Warn("settle: settlement failed; the message returns as an abandoned one",
 			"message_id", d.ID(), "attempt", d.Attempt(), "verdict", v.String(), "error", err)
+		s.fail(err)
+		s.report(Event{Kind: EventSettlementFailed, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
+	} else {
+		s.settledAt.Store(s.app.clock.Now().UnixNano())
 	}
 	if len(s.app.observers)+len(s.opts.Observers) > 0 {
 		st := Settlement{Subscription: s.name, Queue: s.queue, Delivery: d, Verdict: v, Err: err}
@@ -213,4 +259,45 @@ func (s *subscription) onSettled(d Delivery, v Verdict, err error) {
 		}
 	}
 	s.inflight.Done()
+}
+
+// report tells the App of an event of this subscription.
+func (s *subscription) report(e Event) {
+	e.Subscription, e.Queue = s.name, s.queue
+	s.app.report(e)
+}
+
+// fail records the subscription's last error, for its health.
+func (s *subscription) fail(err error) {
+	s.lastErr.Store(&failure{err: err.Error(), at: s.app.clock.Now()})
+}
+
+// health reports the subscription's state; its source's own check (a PostgreSQL listener)
+// when the source has one.
+func (s *subscription) health(ctx context.Context, app appState) ComponentHealth {
+	c := ComponentHealth{Name: s.name, Status: HealthPass, State: "running"}
+	switch {
+	case s.running.Load():
+	case app == appStarting || app == appNew:
+		c.Status, c.State = HealthFail, "starting"
+	default:
+		c.Status, c.State = HealthFail, "stopped"
+	}
+	if f := s.lastErr.Load(); f != nil {
+		c.Output, c.ErrorAt = f.err, f.at
+	}
+	if n := s.settledAt.Load(); n != 0 {
+		c.SettledAt = time.Unix(0, n).UTC()
+	}
+	if hc, ok := s.src.(HealthChecker); ok && s.running.Load() {
+		src := hc.CheckHealth(ctx)
+		c.Status = worse(c.Status, src.Status)
+		if src.State != "" {
+			c.State += ", " + src.State
+		}
+		if src.Output != "" {
+			c.Output, c.ErrorAt = src.Output, src.ErrorAt
+		}
+	}
+	return c
 }

@@ -2,6 +2,7 @@ package clock_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -128,5 +129,48 @@ func TestBackoff(t *testing.T) {
 		1600 * time.Millisecond, 3200 * time.Millisecond, 5 * time.Second, 5 * time.Second}
 	if !slices.Equal(got, want) {
 		t.Fatalf("backoff = %v; want %v", got, want)
+	}
+}
+
+func TestWithTimeoutOnTheVirtualClock(t *testing.T) {
+	v := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ctx, cancel := clock.WithTimeout(context.Background(), v, time.Second)
+	defer cancel()
+	if _, ok := ctx.Deadline(); ok {
+		t.Fatal("a virtual-clock timeout reports a wall-clock deadline")
+	}
+	v.Advance(time.Second - time.Millisecond)
+	if ctx.Err() != nil {
+		t.Fatalf("cancelled before its time: %v", ctx.Err())
+	}
+	v.Advance(time.Millisecond)
+	<-ctx.Done()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("err %v, want DeadlineExceeded", ctx.Err())
+	}
+
+	parent, stop := context.WithCancel(context.WithValue(context.Background(), keyT{}, "v"))
+	child, cancel2 := clock.WithTimeout(parent, v, time.Hour)
+	defer cancel2()
+	if child.Value(keyT{}) != "v" {
+		t.Fatal("the parent's values are lost")
+	}
+	stop()
+	<-child.Done()
+	if !errors.Is(child.Err(), context.Canceled) {
+		t.Fatalf("err %v after the parent was cancelled", child.Err())
+	}
+	if n := v.Pending(); n != 0 {
+		t.Fatalf("%d timers armed after both contexts ended; cancel must stop them", n)
+	}
+}
+
+type keyT struct{}
+
+func TestJitterStaysWithinHalfAndWhole(t *testing.T) {
+	for i := 0; i < 1000; i++ {
+		if j := clock.Jitter(time.Second); j < 500*time.Millisecond || j > time.Second {
+			t.Fatalf("Jitter(1s) = %v", j)
+		}
 	}
 }
