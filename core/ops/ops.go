@@ -126,9 +126,14 @@ type DeadPage struct {
 
 // RedriveOptions change how Redrive moves dead letters back.
 type RedriveOptions struct {
-	// KeepAttempts keeps each message's attempt count: a message redriven past its cap goes
-	// straight back to the dead letter on its next failure. By default the count starts again.
+	// KeepAttempts keeps each message's attempt count, so the cap still counts its earlier
+	// deliveries: a message that reached its cap goes back to the dead letter at its next
+	// delivery. By default the count starts again from zero.
 	KeepAttempts bool
+	// Moved, when set, is called from Redrive's goroutine after each step that moved dead
+	// letters for good (a committed batch, a confirmed and acknowledged message) with their ids:
+	// progress for a long redrive.
+	Moved func(ids []string)
 }
 
 // LimitOf returns p's limit, DefaultLimit when it is 0.

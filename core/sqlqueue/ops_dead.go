@@ -228,6 +228,13 @@ func (o *Ops) Redrive(ctx context.Context, s ops.Selection, opt ops.RedriveOptio
 			n, err = o.redriveTable(ctx, stmt, rows)
 		}
 		moved += n
+		if n > 0 && err == nil && opt.Moved != nil {
+			ids := make([]string, len(rows))
+			for i, r := range rows {
+				ids[i] = r.d.ID
+			}
+			opt.Moved(ids)
+		}
 		return err
 	})
 	return moved, err
