@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -262,7 +261,7 @@ func (b *backend) Drain(ctx context.Context, queue string, atLeast int) ([]trans
 		for k, v := range m.Headers {
 			h[k] = v[0]
 		}
-		n, _ := strconv.Atoi(h["settle-retry-count"])
+		n, _ := core.ParseCount(h[core.HeaderRetryCount])
 		out[i] = transporttest.Message{Body: m.Body, Headers: h, Count: n}
 	}
 	return out, nil

@@ -32,7 +32,7 @@ func (c *consumer) deadLetter(ctx context.Context, d *Delivery, v core.Verdict, 
 			h[k] = vs[0]
 		}
 	}
-	addDeadLetterHeaders(h, d, v, c.queue, c.clock.Now())
+	core.NewDeadLetterInfo(d, v, c.queue, c.clock.Now()).AddTo(h)
 	for k, s := range h {
 		msg.Header.Set(k, s)
 	}

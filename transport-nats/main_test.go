@@ -22,6 +22,9 @@ var realURL = coretest.Env("SETTLE_TEST_NATS_URL", "nats://127.0.0.1:4222")
 var embedded *natstest.Server
 
 func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		os.Exit(crashChild())
+	}
 	dir, err := os.MkdirTemp("", "settle-natsjs-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -116,15 +116,15 @@ func TestDeadLetterCarriesCountAndReason(t *testing.T) {
 		if len(dead) != 1 || string(dead[0].Body) != "m1" {
 			t.Fatalf("dead letters %+v", dead)
 		}
-		if h0.Get("settle-retry-count") != "2" || h0.Get("settle-origin") != r.subject("work") || h0.Get("tenant") != "acme" {
+		if h0.Get(core.HeaderRetryCount) != "2" || h0.Get(core.HeaderOrigin) != r.subject("work") || h0.Get("tenant") != "acme" {
 			t.Fatalf("dead-letter headers %v", h0)
 		}
-		if !contains(h0.Get("settle-error"), cause.Error()) {
-			t.Fatalf("settle-error %q does not carry the cause %q", h0.Get("settle-error"), cause)
+		if !contains(h0.Get(core.HeaderError), cause.Error()) {
+			t.Fatalf("settle-error %q does not carry the cause %q", h0.Get(core.HeaderError), cause)
 		}
-		at, err := time.Parse(time.RFC3339Nano, h0.Get("settle-dead-at"))
+		at, err := time.Parse(time.RFC3339Nano, h0.Get(core.HeaderDeadAt))
 		if err != nil || at.Before(before) || at.After(time.Now().Add(time.Second)) {
-			t.Fatalf("settle-dead-at %q: %v", h0.Get("settle-dead-at"), err)
+			t.Fatalf("settle-dead-at %q: %v", h0.Get(core.HeaderDeadAt), err)
 		}
 		if id := h0.Get(jetstream.MsgIDHeader); id != r.stream("work")+":1" {
 			t.Fatalf("dead letter's Nats-Msg-Id %q; want the original's stream and sequence", id)
@@ -220,7 +220,7 @@ func TestDeadLetterNotStoredIsHeldThenReturned(t *testing.T) {
 			t.Fatalf("after the stored dead letter sent %q; want +TERM", got)
 		}
 		dead, err := r.admin.takeAtLeast(ctx, r.stream("work.dead"), r.subject("work.dead"), 1)
-		if err != nil || len(dead) != 1 || dead[0].Headers.Get("settle-retry-count") != "3" {
+		if err != nil || len(dead) != 1 || dead[0].Headers.Get(core.HeaderRetryCount) != "3" {
 			t.Fatalf("dead letters %+v, %v; want one with count 3", dead, err)
 		}
 		if n := len(r.logs.Find("nats: dead-letter copy not stored; the message is held, then delivered again")); n != 1 {

@@ -33,12 +33,12 @@ func NATSSubjectsWith(prefix string) NATSSubjects {
 func HandleRefundDeadNATS(log *slog.Logger) core.Handler[Refund] {
 	return func(_ context.Context, m *core.Message[Refund]) error {
 		h := m.Headers()
-		n, err := strconv.Atoi(h["settle-retry-count"])
+		n, err := core.ParseCount(h[core.HeaderRetryCount])
 		if err != nil {
-			n = 0
+			log.Warn("dead letter without a readable count", "message_id", m.ID(), "error", err)
 		}
 		log.Warn("dead letter: refund gave up", "ref", m.Payload.Ref, "card", m.Payload.Card, "message_id", m.ID(),
-			"attempts", n, "last_error", h["settle-error"])
+			"attempts", n, "last_error", h[core.HeaderError], "dead_at", h[core.HeaderDeadAt])
 		return nil
 	}
 }
