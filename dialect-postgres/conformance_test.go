@@ -85,7 +85,7 @@ func readRows(ctx context.Context, e *env, tb sqlqueue.Table) ([]sqlqueuetest.Ro
 		ident(id), ident(payload) + "::bytea",
 		col(c.Group, "''"), col(c.Attempt, "0"),
 		col(c.RetryAfter, "NULL::timestamptz"), col(c.LockedUntil, "NULL::timestamptz"), col(c.ProcessedAt, "NULL::timestamptz"),
-		col(c.Headers, "NULL::jsonb"),
+		col(c.Headers, "NULL::jsonb"), col(c.LastError, "NULL::text"),
 	}
 	rows, err := e.pool.Query(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM "+quoteTableRef(tb.Ref())+" ORDER BY "+ident(id))
 	if err != nil {
@@ -97,8 +97,12 @@ func readRows(ctx context.Context, e *env, tb sqlqueue.Table) ([]sqlqueuetest.Ro
 		var r sqlqueuetest.Row
 		var attempt int64
 		var ra, lu, pa *time.Time
-		if err := rows.Scan(&r.ID, &r.Payload, &r.Group, &attempt, &ra, &lu, &pa, &r.Headers); err != nil {
+		var lastError *string
+		if err := rows.Scan(&r.ID, &r.Payload, &r.Group, &attempt, &ra, &lu, &pa, &r.Headers, &lastError); err != nil {
 			return nil, err
+		}
+		if lastError != nil {
+			r.LastError = *lastError
 		}
 		r.Attempt = int(attempt)
 		if len(r.Headers) > 0 {

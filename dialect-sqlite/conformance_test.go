@@ -70,7 +70,7 @@ func readRows(ctx context.Context, db *sql.DB, t sqlqueue.Table) ([]sqlqueuetest
 	}
 	q := "SELECT " + col(id, "") + ", " + col(payload, "") + ", " + col(c.Group, "''") + ", " + col(c.Attempt, "0") + ", " +
 		col(c.RetryAfter, "NULL") + ", " + col(c.LockedUntil, "NULL") + ", " + col(c.ProcessedAt, "NULL") + ", " +
-		col(c.Headers, "NULL") + ` FROM "` + t.Name + `" ORDER BY ` + col(id, "")
+		col(c.Headers, "NULL") + ", " + col(c.LastError, "NULL") + ` FROM "` + t.Name + `" ORDER BY ` + col(id, "")
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, err
@@ -80,9 +80,11 @@ func readRows(ctx context.Context, db *sql.DB, t sqlqueue.Table) ([]sqlqueuetest
 	for rows.Next() {
 		var r sqlqueuetest.Row
 		var ra, lu, pa sql.NullString
-		if err := rows.Scan(&r.ID, &r.Payload, &r.Group, &r.Attempt, &ra, &lu, &pa, &r.Headers); err != nil {
+		var lastError sql.NullString
+		if err := rows.Scan(&r.ID, &r.Payload, &r.Group, &r.Attempt, &ra, &lu, &pa, &r.Headers, &lastError); err != nil {
 			return nil, err
 		}
+		r.LastError = lastError.String
 		for _, x := range []struct {
 			s   sql.NullString
 			dst **time.Time

@@ -34,6 +34,18 @@
 // cost is latency: a settlement becomes durable up to the linger later, and in the row-lock
 // form only when the claim's last row finishes. PerMessage commits each settlement on its own.
 //
+// # Why a row failed
+//
+// A table with a last_error column (Columns.LastError; StandardTable leaves it out) records,
+// on every failed attempt — retry, retry after a delay, dead letter — why it failed:
+// core.Reason of the outcome, the handler's cause or error text, at most core.MaxReasonBytes.
+// A row waiting for its next attempt says why its last one failed; acks and drops leave the
+// column as it was. A dead letter (a row moved to the dead-letter group, or copied to the
+// dead-letter table) also gets core's dead-letter headers merged into its headers column, where
+// the table has one: core.HeaderRetryCount (its final attempt), core.HeaderOrigin (the queue it
+// came from), core.HeaderDeadAt and core.HeaderError (the reason); core.ParseDeadLetterInfo
+// reads them back. Custom events receive the reason in EventInput.Reason.
+//
 // All time comes from the App's clock (core/clock): the engine computes every timestamp it
 // writes, so tests run on virtual time. Dialect authors start from dialect.go; every dialect
 // proves itself with the conformance suite in sqlqueuetest.

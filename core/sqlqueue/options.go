@@ -221,6 +221,9 @@ type EventInput struct {
 	Dest string
 	// Limit is the most rows to claim (EventClaim).
 	Limit int
+	// Reason is why the attempt failed (core.Reason of the outcome), for EventRetry,
+	// EventRetryAfter and EventDeadLetter: what the engine writes into the last_error column.
+	Reason string
 }
 
 // Statement is one SQL statement with its arguments. time.Time arguments are converted with

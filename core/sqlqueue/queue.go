@@ -107,6 +107,10 @@ type runtime struct {
 	dlRef  TableRef // the dead-letter table, in a table without a group column
 	table  string   // the table's name, for errors
 
+	// countAtClaim: the row-lock form commits attempt + 1 before it locks the rows it claims
+	// (see CountAtClaim), so its settlements do not count again.
+	countAtClaim bool
+
 	lastToken atomic.Int64 // lease: the last token stamped, in microseconds
 
 	delayMu      sync.Mutex

@@ -72,7 +72,8 @@ func TestLeaseStatements(t *testing.T) {
 		"doneMany":   {rt.st.doneMany.sql(3), `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "locked_until" = $2 AND "id" IN ($3, $4, $5)`},
 		"release":    {rt.st.release, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
 		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
-		"dlGroup":    {rt.st.dlGroup, `UPDATE "jobs" SET "grp" = $1, "retry_after" = NULL, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
+		"retry":      {rt.st.retry, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
+		"dlGroup":    {rt.st.dlGroup, `UPDATE "jobs" SET "grp" = $1, "retry_after" = NULL, "locked_until" = NULL, "headers" = $2 WHERE "id" = $3 AND "locked_until" = $4`},
 		"extend":     {rt.st.extend, `UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`},
 		"claim":      {rt.claim.(*stmtClaim).sql, `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND ("locked_until" IS NULL OR "locked_until" <= $4) ORDER BY "id" LIMIT $5 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers"`},
 	} {
@@ -122,6 +123,48 @@ func TestAdvisoryStatements(t *testing.T) {
 	args := rt.st.takeB.bind(ClaimParams{Now: time.Unix(1, 0), Group: "g"}, nil)
 	if len(args) != 2 || args[0] != "g" {
 		t.Errorf("takeStamp arguments after the id = %v; want group, now", args)
+	}
+}
+
+// TestLastErrorStatements: with a last_error column every failed attempt records its reason,
+// and a dead letter also its headers, in the order the engine binds them: the values set, the
+// id, the token.
+func TestLastErrorStatements(t *testing.T) {
+	tb := StandardTable("jobs")
+	tb.Columns.LastError = "last_error"
+	rt := rendered(t, FormLease, tb, "g.dead")
+	for name, c := range map[string][2]string{
+		"release":    {rt.st.release, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
+		"retry":      {rt.st.retry, `UPDATE "jobs" SET "locked_until" = NULL, "last_error" = $1 WHERE "id" = $2 AND "locked_until" = $3`},
+		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL, "last_error" = $2 WHERE "id" = $3 AND "locked_until" = $4`},
+		"dlGroup":    {rt.st.dlGroup, `UPDATE "jobs" SET "grp" = $1, "retry_after" = NULL, "locked_until" = NULL, "headers" = $2, "last_error" = $3 WHERE "id" = $4 AND "locked_until" = $5`},
+	} {
+		if c[0] != c[1] {
+			t.Errorf("lease %s:\n got %s\nwant %s", name, c[0], c[1])
+		}
+	}
+	tb.Columns.Group, tb.Columns.LockedUntil, tb.Columns.ProcessedAt = "", "", ""
+	for _, f := range []Form{FormRowLock, FormAdvisory} {
+		rt := rendered(t, f, tb, "jobs_dead")
+		rt.dlRef = TableRef{Name: "jobs_dead"}
+		if err := rt.render(); err != nil {
+			t.Fatal(err)
+		}
+		retry := `UPDATE "jobs" SET "last_error" = $1 WHERE "id" = $2`
+		if f == FormRowLock {
+			retry = `UPDATE "jobs" SET "attempt" = "attempt" + 1, "last_error" = $1 WHERE "id" = $2`
+		}
+		for name, c := range map[string][2]string{
+			"retry":  {rt.st.retry, retry},
+			"dlNote": {rt.st.dlNote, `UPDATE "jobs" SET "headers" = $1, "last_error" = $2 WHERE "id" = $3`},
+		} {
+			if c[0] != c[1] {
+				t.Errorf("%v %s:\n got %s\nwant %s", f, name, c[0], c[1])
+			}
+		}
+		if !strings.Contains(rt.st.dlCopy, `"last_error") SELECT`) {
+			t.Errorf("%v: the dead-letter copy leaves last_error out: %s", f, rt.st.dlCopy)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package sqlqueue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -11,15 +12,18 @@ import (
 
 // statements are a subscription's finishing statements, rendered once at Open. Their
 // arguments come in one order: the values they set, then the id, then (lease form) the token.
+// The values set are, in this order, where the statement has them: the new retry_after (or the
+// dead-letter group), the headers, the last error.
 type statements struct {
 	done       string  // ack and drop: delete, or set processed_at (then now comes first)
 	doneMark   bool    // done sets processed_at
 	doneMany   *inList // lease: done for many ids sharing a token (token first, then ids)
 	doneIDs    *inList // row lock: done for many rows of one claim (now first when marking, then ids)
-	release    string  // lease: clear the lease (retry, abandon)
-	retry      string  // row lock: attempt + 1; "" when the form writes nothing
+	release    string  // lease: clear the lease (abandon)
+	retry      string  // retry: lease cleared, attempt + 1 (row lock), last error; "" when the form writes nothing
 	retryAfter string  // "" when the table has no retry_after column
 	dlGroup    string  // group := dest
+	dlNote     string  // dead-letter table: record headers and last error on the row before it moves
 	dlCopy     string  // copy into the dead-letter table
 	dlDelete   string  // then delete
 	dlMove     string  // or move in one statement (Mover)
@@ -45,12 +49,26 @@ func (rt *runtime) render() error {
 		}
 		return w
 	}
+	// noteErr and noteHeaders set the last error and the dead letter's headers, where the
+	// table has the columns.
+	noteErr := func() string {
+		if s.LastError == "" {
+			return ""
+		}
+		return ", " + s.LastError + " = " + next()
+	}
+	noteHeaders := func() string {
+		if s.Headers == "" {
+			return ""
+		}
+		return ", " + s.Headers + " = " + next()
+	}
 	clearLease := ""
 	if lease {
 		clearLease = ", " + s.LockedUntil + " = NULL"
 	}
 	bump := ""
-	if f == FormRowLock && s.Attempt != "" {
+	if f == FormRowLock && s.Attempt != "" && !rt.countAtClaim {
 		bump = ", " + s.Attempt + " = " + s.Attempt + " + 1"
 	}
 
@@ -81,13 +99,14 @@ func (rt *runtime) render() error {
 		n = 0
 		st.extend = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = " + next() + fence()
 	}
-	if f == FormRowLock && s.Attempt != "" {
-		n = 0
-		st.retry = "UPDATE " + s.QTable + " SET " + s.Attempt + " = " + s.Attempt + " + 1" + fence()
+	// A retry's statement: every SET is ", x = …"; the first comma goes.
+	n = 0
+	if set := clearLease + bump + noteErr(); set != "" {
+		st.retry = "UPDATE " + s.QTable + " SET " + set[2:] + fence()
 	}
 	if s.RetryAfter != "" {
 		n = 0
-		st.retryAfter = "UPDATE " + s.QTable + " SET " + s.RetryAfter + " = " + next() + clearLease + bump + fence()
+		st.retryAfter = "UPDATE " + s.QTable + " SET " + s.RetryAfter + " = " + next() + clearLease + bump + noteErr() + fence()
 	}
 	if s.Group != "" {
 		n = 0
@@ -95,8 +114,12 @@ func (rt *runtime) render() error {
 		if s.RetryAfter != "" {
 			ra = ", " + s.RetryAfter + " = NULL"
 		}
-		st.dlGroup = "UPDATE " + s.QTable + " SET " + s.Group + " = " + next() + ra + clearLease + bump + fence()
+		st.dlGroup = "UPDATE " + s.QTable + " SET " + s.Group + " = " + next() + ra + clearLease + bump + noteHeaders() + noteErr() + fence()
 	} else if rt.dlRef.Name != "" {
+		n = 0
+		if set := noteHeaders() + noteErr(); set != "" {
+			st.dlNote = "UPDATE " + s.QTable + " SET " + set[2:] + fence()
+		}
 		to := quoteRef(d, rt.dlRef)
 		var cols, exprs []string
 		for _, c := range s.Table.columns() {
@@ -109,7 +132,7 @@ func (rt *runtime) render() error {
 			case "locked_until", "retry_after", "processed_at":
 				e = "NULL"
 			case "attempt":
-				if f == FormRowLock {
+				if bump != "" {
 					e = q + " + 1"
 				}
 			}
@@ -208,7 +231,7 @@ func (rt *runtime) effective(d *delivery, v core.Verdict) core.Verdict {
 
 // needsTx reports whether finishing v takes more than one statement.
 func (rt *runtime) needsTx(v core.Verdict) bool {
-	return rt.eventFor(v.Action) != nil || (v.Action == core.ActDeadLetter && rt.st.dlCopy != "")
+	return rt.eventFor(v.Action) != nil || (v.Action == core.ActDeadLetter && (rt.st.dlCopy != "" || rt.st.dlNote != ""))
 }
 
 // finish runs the finishing statement of v for d on q (a transaction when needsTx). It reports
@@ -219,62 +242,111 @@ func (rt *runtime) finish(ctx context.Context, q Queryer, d *delivery, v core.Ve
 		return rt.runEvent(ctx, q, ev, in)
 	}
 	lease := rt.q.form == FormLease
-	var tok any
-	if lease {
-		tok = rt.d.Time(d.token)
-	}
-	args := func(set ...any) []any {
-		a := append(set, d.id)
+	// The values a statement sets, then the id and (lease form) the token: a small array on
+	// the stack holds them all.
+	var buf [6]any
+	a := buf[:0]
+	fenced := func() []any {
+		a = append(a, d.id)
 		if lease {
-			a = append(a, tok)
+			a = append(a, rt.d.Time(d.token))
 		}
 		return a
 	}
+	noteErr := func() {
+		if rt.s.LastError != "" {
+			a = append(a, core.Reason(v))
+		}
+	}
 	var sql string
-	var a []any
 	switch v.Action {
 	case core.ActAck, core.ActDrop:
 		sql = rt.st.done
 		if rt.st.doneMark {
-			a = args(rt.d.Time(now))
-		} else {
-			a = args()
+			a = append(a, rt.d.Time(now))
 		}
-	case core.ActRetry, core.ActAbandon:
-		switch {
-		case lease:
-			sql, a = rt.st.release, args()
-		case rt.q.form == FormRowLock && v.Action == core.ActRetry && rt.st.retry != "":
-			sql, a = rt.st.retry, args()
-		default:
+	case core.ActAbandon:
+		if !lease {
 			return true, nil
 		}
+		sql = rt.st.release
+	case core.ActRetry:
+		if rt.st.retry == "" {
+			return true, nil
+		}
+		sql = rt.st.retry
+		noteErr()
 	case core.ActRetryAfter:
-		sql, a = rt.st.retryAfter, args(rt.d.Time(now.Add(v.Delay).Truncate(time.Microsecond)))
+		sql = rt.st.retryAfter
+		a = append(a, rt.d.Time(now.Add(v.Delay).Truncate(time.Microsecond)))
+		noteErr()
 	case core.ActDeadLetter:
 		if v.Dest != rt.sub.Options.DeadLetterTo {
 			return false, fmt.Errorf("%w: %q", errNotOwnDest, v.Dest)
 		}
-		switch {
-		case rt.st.dlGroup != "":
-			sql, a = rt.st.dlGroup, args(v.Dest)
-		case rt.st.dlMove != "":
-			sql, a = rt.st.dlMove, args()
-		default:
-			r, err := q.Exec(ctx, rt.st.dlCopy, args()...)
+		if rt.st.dlGroup != "" {
+			sql = rt.st.dlGroup
+			a = append(a, v.Dest)
+			rt.noteDead(&a, d, v, now)
+			break
+		}
+		if rt.st.dlNote != "" {
+			rt.noteDead(&a, d, v, now)
+			r, err := q.Exec(ctx, rt.st.dlNote, fenced()...)
 			if err != nil || r.RowsAffected == 0 {
 				return false, err
 			}
-			sql, a = rt.st.dlDelete, args()
+			a = a[:0]
 		}
+		if rt.st.dlMove != "" {
+			sql = rt.st.dlMove
+			break
+		}
+		r, err := q.Exec(ctx, rt.st.dlCopy, fenced()...)
+		if err != nil || r.RowsAffected == 0 {
+			return false, err
+		}
+		a = a[:0]
+		sql = rt.st.dlDelete
 	default:
 		return false, fmt.Errorf("sqlqueue: unknown action %v", v.Action)
 	}
-	r, err := q.Exec(ctx, sql, a...)
+	r, err := q.Exec(ctx, sql, fenced()...)
 	if err != nil {
 		return false, err
 	}
 	return r.RowsAffected > 0, nil
+}
+
+// noteDead appends the values a dead letter records on its row, where the table has the
+// columns: its headers with core's dead-letter headers merged in, and the last error.
+func (rt *runtime) noteDead(a *[]any, d *delivery, v core.Verdict, now time.Time) {
+	if rt.s.Headers != "" {
+		*a = append(*a, rt.deadHeaders(d, v, now))
+	}
+	if rt.s.LastError != "" {
+		*a = append(*a, core.Reason(v))
+	}
+}
+
+// deadHeaders returns the headers column of a dead letter: the row's own headers with the
+// dead-letter headers (count, origin, time, reason) set. Headers that are not a JSON object of
+// strings are written back as they were rather than replaced: nothing of the row is lost.
+func (rt *runtime) deadHeaders(d *delivery, v core.Verdict, now time.Time) any {
+	h := map[string]string{}
+	if len(d.headers) > 0 && string(d.headers) != "null" {
+		if err := json.Unmarshal(d.headers, &h); err != nil {
+			rt.log.Warn("sqlqueue: the headers column does not hold a JSON object of strings; the dead letter keeps it as it was, without the dead-letter headers",
+				"queue", rt.q.name, "message_id", d.ID(), "attempt", d.attempt, "error", err)
+			return string(d.headers)
+		}
+	}
+	core.NewDeadLetterInfo(d, v, rt.q.name, now).AddTo(h)
+	b, err := json.Marshal(h)
+	if err != nil { // a map of strings always marshals
+		return string(d.headers)
+	}
+	return string(b)
 }
 
 func (rt *runtime) eventInput(d *delivery, v core.Verdict, now time.Time) EventInput {
@@ -292,6 +364,9 @@ func (rt *runtime) eventInput(d *delivery, v core.Verdict, now time.Time) EventI
 		in.RetryAfter = now.Add(v.Delay).Truncate(time.Microsecond)
 	case core.ActDeadLetter:
 		in.Kind = EventDeadLetter
+	}
+	if in.Kind != EventAck && in.Kind != EventDrop {
+		in.Reason = core.Reason(v)
 	}
 	return in
 }

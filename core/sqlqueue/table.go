@@ -43,12 +43,20 @@ type Columns struct {
 	Headers string
 	// CreatedAt records when the row was published.
 	CreatedAt string
+	// LastError records why the row's last attempt failed (core.Reason of the outcome: the
+	// handler's cause or error text, at most core.MaxReasonBytes): written by every retry,
+	// retry after a delay and dead letter, and by a settlement that failed, so a row waiting
+	// for its next attempt says why, and so does a dead letter. Acks and drops leave it as it
+	// was. A text column.
+	LastError string
 }
 
 // StandardTable returns a Table named name with every column under its default name: id,
 // payload, grp, attempt, retry_after, locked_until, processed_at, headers, created_at. With
 // processed_at present, ack and drop mark rows instead of deleting them; leave it out (set it
-// to "") to delete.
+// to "") to delete. The last_error column is not among them, so that tables created before it
+// existed keep passing the start-up check: name it (Columns.LastError = "last_error") to
+// record why each failed attempt failed; the dialects' DDL helpers create it when named.
 func StandardTable(name string) Table {
 	return Table{Name: name, Columns: Columns{
 		ID: "id", Payload: "payload", Group: "grp", Attempt: "attempt", RetryAfter: "retry_after",
@@ -89,6 +97,7 @@ func (t Table) columns() []column {
 		{"processed_at", c.ProcessedAt, []ColumnKind{KindTime, KindText, KindInteger}},
 		{"headers", c.Headers, []ColumnKind{KindJSON, KindText, KindBytes}},
 		{"created_at", c.CreatedAt, []ColumnKind{KindTime, KindText, KindInteger}},
+		{"last_error", c.LastError, []ColumnKind{KindText}},
 	}
 }
 
@@ -163,7 +172,7 @@ type Schema struct {
 	// QTable is the quoted, possibly schema-qualified table name.
 	QTable string
 	// Quoted column names; "" when the column is absent.
-	ID, Payload, Group, Attempt, RetryAfter, LockedUntil, ProcessedAt, Headers, CreatedAt string
+	ID, Payload, Group, Attempt, RetryAfter, LockedUntil, ProcessedAt, Headers, CreatedAt, LastError string
 }
 
 // NewSchema validates t and quotes its names with d.
@@ -183,24 +192,28 @@ func NewSchema(d Dialect, t Table) (*Schema, error) {
 		Dialect: d, Table: t, QTable: quoteRef(d, t.Ref()),
 		ID: q(c.ID), Payload: q(c.Payload), Group: q(c.Group), Attempt: q(c.Attempt),
 		RetryAfter: q(c.RetryAfter), LockedUntil: q(c.LockedUntil), ProcessedAt: q(c.ProcessedAt),
-		Headers: q(c.Headers), CreatedAt: q(c.CreatedAt),
+		Headers: q(c.Headers), CreatedAt: q(c.CreatedAt), LastError: q(c.LastError),
 	}, nil
 }
 
 // ColumnTypes are one dialect's SQL types (with constraints and defaults) for the columns of a
-// queue table, for its CREATE TABLE.
+// queue table, for its CREATE TABLE. LastError is a text type (PostgreSQL TEXT, MySQL TEXT,
+// SQLite TEXT); a dialect that leaves it "" gets TEXT.
 type ColumnTypes struct {
-	ID, Payload, Group, Attempt, RetryAfter, LockedUntil, ProcessedAt, Headers, CreatedAt string
+	ID, Payload, Group, Attempt, RetryAfter, LockedUntil, ProcessedAt, Headers, CreatedAt, LastError string
 }
 
 // ColumnDefs returns "<quoted column> <type>" for every column the table has, in the order of
 // Columns: the column list of a dialect's CREATE TABLE.
 func (s *Schema) ColumnDefs(t ColumnTypes) []string {
+	if t.LastError == "" {
+		t.LastError = "TEXT"
+	}
 	var defs []string
 	for _, c := range [][2]string{
 		{s.ID, t.ID}, {s.Payload, t.Payload}, {s.Group, t.Group}, {s.Attempt, t.Attempt},
 		{s.RetryAfter, t.RetryAfter}, {s.LockedUntil, t.LockedUntil}, {s.ProcessedAt, t.ProcessedAt},
-		{s.Headers, t.Headers}, {s.CreatedAt, t.CreatedAt},
+		{s.Headers, t.Headers}, {s.CreatedAt, t.CreatedAt}, {s.LastError, t.LastError},
 	} {
 		if c[0] != "" {
 			defs = append(defs, c[0]+" "+c[1])

@@ -2,6 +2,8 @@ package sqlqueuetest
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -25,11 +27,19 @@ func (s shape) has(tb sqlqueue.Table) (group, attempt, retryAfter, processed, he
 	return c.Group != "", c.Attempt != "", c.RetryAfter != "", c.ProcessedAt != "", c.Headers != ""
 }
 
+// errDeclined is the cause the matrix's failing outcomes give.
+var errDeclined = errors.New("card declined")
+
 // Shapes are the table shapes of the outcome matrix: every column (ack marks processed_at,
 // dead letter is a group), no processed_at (ack deletes), no group (dead letter is a table),
 // and the bare minimum (no attempt, no retry_after: no cap, RetryAfter acts as Retry).
+// The standard and ungrouped shapes also record the last error (Columns.LastError).
 var shapes = []shape{
-	{name: "standard", table: sqlqueue.StandardTable, dead: "q.dead"},
+	{name: "standard", table: func(n string) sqlqueue.Table {
+		t := sqlqueue.StandardTable(n)
+		t.Columns.LastError = "last_error"
+		return t
+	}, dead: "q.dead"},
 	{name: "deleting", table: func(n string) sqlqueue.Table {
 		t := sqlqueue.StandardTable(n)
 		t.Columns.ProcessedAt = ""
@@ -38,6 +48,7 @@ var shapes = []shape{
 	{name: "ungrouped", table: func(n string) sqlqueue.Table {
 		t := sqlqueue.StandardTable(n)
 		t.Columns.Group, t.Columns.ProcessedAt = "", ""
+		t.Columns.LastError = "last_error"
 		return t
 	}, dead: "q_dead"},
 	{name: "bare", table: func(n string) sqlqueue.Table {
@@ -57,9 +68,9 @@ var delay = time.Minute
 var outcomes = []outcome{
 	{name: "ack"},
 	{name: "drop", ret: core.Drop()},
-	{name: "retry", ret: core.Retry()},
-	{name: "retry_after", ret: core.RetryAfter(delay)},
-	{name: "dead_letter", ret: core.Retry(), dead: true},
+	{name: "retry", ret: core.Retry().Because(errDeclined)},
+	{name: "retry_after", ret: core.RetryAfter(delay).Because(errDeclined)},
+	{name: "dead_letter", ret: core.Retry().Because(errDeclined), dead: true},
 }
 
 // RunOutcomes runs every outcome in every form over every table shape, transactional mode off
@@ -183,6 +194,20 @@ func outcomeCase(t *testing.T, f *Fixture, which sqlqueue.Form, sh shape, oc out
 
 	rows := e.rows(tb)
 	now := Epoch
+	// what a failed attempt records in last_error, where the table has it
+	lastError := ""
+	if oc.ret != nil && oc.name != "drop" {
+		lastError = core.Reason(settled[0].Verdict)
+		if !strings.Contains(lastError, errDeclined.Error()) {
+			t.Errorf("the verdict's reason %q does not carry the handler's cause", lastError)
+		}
+	}
+	checkLastError := func(r *Row) {
+		t.Helper()
+		if tb.Columns.LastError != "" && r.LastError != lastError {
+			t.Errorf("last_error = %q; want %q", r.LastError, lastError)
+		}
+	}
 	// attempts as each form counts them after one delivery
 	counted := 1
 	if which == sqlqueue.FormRowLock {
@@ -209,12 +234,14 @@ func outcomeCase(t *testing.T, f *Fixture, which sqlqueue.Form, sh shape, oc out
 			return
 		}
 		r := one()
+		checkLastError(r)
 		e.timeIs("processed_at", r.ProcessedAt, now)
 		if hasAttempt && r.Attempt != counted {
 			t.Errorf("attempt = %d; want %d", r.Attempt, counted)
 		}
 	case "retry", "retry_after":
 		r := one()
+		checkLastError(r)
 		if r.ProcessedAt != nil {
 			t.Errorf("processed_at set on a retried row")
 		}
@@ -243,6 +270,8 @@ func outcomeCase(t *testing.T, f *Fixture, which sqlqueue.Form, sh shape, oc out
 	case "dead_letter":
 		if group {
 			r := one()
+			checkLastError(r)
+			e.deadLetterHeaders(r, headers, "q", 1, now, lastError)
 			if r.Group != sh.dead {
 				t.Errorf("group = %q; want the dead-letter group %q", r.Group, sh.dead)
 			}
@@ -265,6 +294,33 @@ func outcomeCase(t *testing.T, f *Fixture, which sqlqueue.Form, sh shape, oc out
 			t.Errorf("dead-letter row = id %d attempt %d payload %s; want id %d attempt 1 and the payload", dl[0].ID, dl[0].Attempt, dl[0].Payload, id)
 		}
 		e.isNull("dead-letter locked_until", dl[0].LockedUntil)
+		checkLastError(&dl[0])
+		e.deadLetterHeaders(&dl[0], headers, "q", 1, now, lastError)
+	}
+}
+
+// deadLetterHeaders checks that a dead letter's headers column (where the table has one) keeps
+// the row's own headers and says why it died: count, origin queue, time and reason.
+func (e *env) deadLetterHeaders(r *Row, has bool, origin string, count int, at time.Time, reason string) {
+	e.t.Helper()
+	if !has {
+		return
+	}
+	var h map[string]string
+	if err := json.Unmarshal(r.Headers, &h); err != nil {
+		e.t.Errorf("dead letter's headers %s: %v", r.Headers, err)
+		return
+	}
+	if h["trace"] != "t-1" {
+		e.t.Errorf("dead letter's headers %v lost the row's own trace=t-1", h)
+	}
+	info, ok, err := core.ParseDeadLetterInfo(h)
+	if !ok || err != nil {
+		e.t.Errorf("dead letter's headers %v: no dead-letter info (ok=%v, err=%v)", h, ok, err)
+		return
+	}
+	if info.Count != count || info.Origin != origin || !info.At.Equal(at) || info.Error != reason {
+		e.t.Errorf("dead-letter info = %+v; want count %d, origin %q, at %v, error %q", info, count, origin, at, reason)
 	}
 }
 

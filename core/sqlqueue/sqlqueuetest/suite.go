@@ -33,6 +33,8 @@ type Row struct {
 	LockedUntil *time.Time
 	ProcessedAt *time.Time
 	Headers     []byte
+	// LastError is the last_error column; "" for NULL.
+	LastError string
 }
 
 // Endpoint constructs a queue endpoint of one form.
