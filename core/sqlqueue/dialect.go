@@ -82,11 +82,14 @@ type DB interface {
 }
 
 // ColumnKind is the broad kind of a column as the catalogue reports it, so that the start-up
-// check can refuse an attempt column that holds text.
+// check can refuse a column whose type cannot hold what the engine writes into it (an attempt
+// column that holds text, a locked_until that is a boolean). Which kinds each column accepts is
+// listed on Columns.
 type ColumnKind uint8
 
 const (
-	// KindUnknown is a type the dialect does not classify; it is accepted for any column.
+	// KindUnknown is a type the dialect does not classify; it is accepted for any column. A
+	// dialect that knows a type to be none of the kinds below says KindOther instead.
 	KindUnknown ColumnKind = iota
 	// KindInteger is an integer type.
 	KindInteger
@@ -98,6 +101,14 @@ const (
 	KindJSON
 	// KindTime is a date/time type.
 	KindTime
+	// KindBool is a boolean type (PostgreSQL boolean; MySQL's BOOLEAN is TINYINT(1), which a
+	// dialect may report as KindBool by its declared type).
+	KindBool
+	// KindFloat is a floating-point or decimal type (real, double, numeric, decimal).
+	KindFloat
+	// KindOther is a type the dialect recognises as none of the kinds above (a UUID, an
+	// interval, an enum); no column of a queue table accepts it.
+	KindOther
 )
 
 func (k ColumnKind) String() string {
@@ -112,6 +123,12 @@ func (k ColumnKind) String() string {
 		return "json"
 	case KindTime:
 		return "time"
+	case KindBool:
+		return "boolean"
+	case KindFloat:
+		return "floating-point"
+	case KindOther:
+		return "other"
 	}
 	return "unknown"
 }

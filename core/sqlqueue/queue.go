@@ -217,13 +217,17 @@ func checkColumns(ctx context.Context, d Dialect, db DB, t Table, ref TableRef) 
 		if info.Kind == KindUnknown {
 			continue
 		}
+		kinds := c.kinds
+		if kinds == nil {
+			kinds = timeKinds(d)
+		}
 		fits := false
-		for _, k := range c.kinds {
+		for _, k := range kinds {
 			fits = fits || k == info.Kind
 		}
 		if !fits {
-			want := make([]string, len(c.kinds))
-			for i, k := range c.kinds {
+			want := make([]string, len(kinds))
+			for i, k := range kinds {
 				want[i] = k.String()
 			}
 			return &ColumnError{Table: ref.String(), Column: c.name, Role: c.role,
@@ -231,6 +235,19 @@ func checkColumns(ctx context.Context, d Dialect, db DB, t Table, ref TableRef) 
 		}
 	}
 	return nil
+}
+
+// timeKinds are the kinds a time column (retry_after, locked_until, processed_at, created_at)
+// may have on dialect d: a time type, or the kind of what d.Time stores, since the engine
+// compares the stored values as d.Time's values order (SQLite keeps times as text).
+func timeKinds(d Dialect) []ColumnKind {
+	switch d.Time(time.Unix(0, 0).UTC()).(type) {
+	case string, []byte:
+		return []ColumnKind{KindTime, KindText}
+	case int64, int, int32, uint64:
+		return []ColumnKind{KindTime, KindInteger}
+	}
+	return []ColumnKind{KindTime}
 }
 
 // nextToken makes a subscription's lease tokens strictly increasing, so that two of its claims

@@ -24,6 +24,23 @@ type Table struct {
 }
 
 // Columns names a queue table's columns; "" leaves an optional column out.
+//
+// At start the engine reads the table's columns from the catalogue (Dialect.Columns) and
+// refuses, naming table and column, one that is missing or whose kind cannot hold what the
+// engine writes. The kinds each column accepts:
+//
+//	column                      kinds accepted
+//	id, attempt                 KindInteger
+//	payload                     KindBytes, KindText, KindJSON
+//	grp                         KindText
+//	headers                     KindJSON, KindText, KindBytes
+//	last_error                  KindText
+//	retry_after, locked_until,  KindTime; also KindText where the dialect stores times as text
+//	processed_at, created_at    (Dialect.Time returns a string: SQLite), and KindInteger where
+//	                            it stores them as numbers (Dialect.Time returns an integer)
+//
+// A column of KindUnknown (a type the dialect does not classify) is accepted anywhere;
+// KindBool, KindFloat and KindOther nowhere.
 type Columns struct {
 	// ID is the ordered integer primary key (default "id").
 	ID string
@@ -82,7 +99,7 @@ func (t Table) withDefaults() Table {
 type column struct {
 	role  string // the field's default name, used in messages
 	name  string
-	kinds []ColumnKind
+	kinds []ColumnKind // nil: a time column, whose kinds depend on the dialect (timeKinds)
 }
 
 func (t Table) columns() []column {
@@ -92,11 +109,11 @@ func (t Table) columns() []column {
 		{"payload", c.Payload, []ColumnKind{KindBytes, KindText, KindJSON}},
 		{"grp", c.Group, []ColumnKind{KindText}},
 		{"attempt", c.Attempt, []ColumnKind{KindInteger}},
-		{"retry_after", c.RetryAfter, []ColumnKind{KindTime, KindText, KindInteger}},
-		{"locked_until", c.LockedUntil, []ColumnKind{KindTime, KindText, KindInteger}},
-		{"processed_at", c.ProcessedAt, []ColumnKind{KindTime, KindText, KindInteger}},
+		{"retry_after", c.RetryAfter, nil},
+		{"locked_until", c.LockedUntil, nil},
+		{"processed_at", c.ProcessedAt, nil},
 		{"headers", c.Headers, []ColumnKind{KindJSON, KindText, KindBytes}},
-		{"created_at", c.CreatedAt, []ColumnKind{KindTime, KindText, KindInteger}},
+		{"created_at", c.CreatedAt, nil},
 		{"last_error", c.LastError, []ColumnKind{KindText}},
 	}
 }

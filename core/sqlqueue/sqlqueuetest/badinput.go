@@ -68,6 +68,28 @@ func RunBadInput(t *testing.T, open Open) {
 		tb := sqlqueue.Table{Name: "q", Columns: sqlqueue.Columns{Attempt: "attempt", LockedUntil: "locked_until"}}
 		mustMention(t, startErr(t, f, tb, ""), "q", "attempt", "integer")
 	})
+	// A time column of an integer type passed the check, and every claim then failed with an
+	// error that named neither table nor column.
+	for _, role := range []string{"locked_until", "retry_after", "processed_at", "created_at"} {
+		t.Run("time_column_kind/"+role, func(t *testing.T) {
+			f := open(t)
+			e := newEnv(t, f)
+			e.create(sqlqueue.StandardTable("q"))
+			if err := f.Exec(e.ctx, "ALTER TABLE "+f.Dialect.Quote("q")+" ADD COLUMN "+f.Dialect.Quote("bad_time")+" BIGINT"); err != nil {
+				t.Fatal(err)
+			}
+			tb := sqlqueue.StandardTable("q")
+			c := &tb.Columns
+			*map[string]*string{"locked_until": &c.LockedUntil, "retry_after": &c.RetryAfter,
+				"processed_at": &c.ProcessedAt, "created_at": &c.CreatedAt}[role] = "bad_time"
+			err := startErr(t, f, tb, "q")
+			mustMention(t, err, "table q", "bad_time", role, "time")
+			var ce *sqlqueue.ColumnError
+			if !errors.As(err, &ce) || ce.Column != "bad_time" || ce.Role != role {
+				t.Errorf("error %v is not a ColumnError for column bad_time (%s)", err, role)
+			}
+		})
+	}
 	t.Run("cap_without_attempt", func(t *testing.T) {
 		f := open(t)
 		e := newEnv(t, f)
