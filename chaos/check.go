@@ -1,0 +1,455 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Category names a kind of violation the checker (or the driver) finds.
+type Category string
+
+// The checker's categories; the driver adds its own (a plugin process left behind, a second
+// process not refused, an error of the harness itself).
+const (
+	// Lost: a message neither acknowledged, dropped nor dead-lettered, nor waiting anywhere
+	// (or a side row missing for an acknowledged message).
+	Lost Category = "lost"
+	// Double: a message finished twice — two successful final settlements, a final settlement
+	// of an attempt older than one already started (a stale lease or claim), two copies held,
+	// a side row written twice or kept for a message that was not acknowledged.
+	Double Category = "double"
+	// Stuck: a message still waiting when the bounded drain ended.
+	Stuck Category = "stuck"
+	// Wrong: a message that ended otherwise than its kind says (an ack in the dead letter), or a
+	// message the trial never seeded.
+	Wrong Category = "wrong"
+	// NoCount: a dead letter without its count, or with a count below the cap.
+	NoCount Category = "nocount"
+	// Stall: no settlement for longer than the bound while messages remained.
+	Stall Category = "stall"
+	// Recover: a fault after which the first settlement came later than the bound.
+	Recover Category = "recover"
+	// Runs: a message whose handler ran more often than the bound.
+	Runs Category = "runs"
+)
+
+// Expect is what a trial seeded and what its backend must show.
+type Expect struct {
+	IDs []string
+	Mix Mix
+	// Cap is the DeadLetterAfter cap; a dead letter's count must reach it.
+	Cap int
+	// SideRows checks the side rows of the transactional kinds.
+	SideRows bool
+	// StrictAttempts says attempts are counted when a delivery is taken (lease, advisory,
+	// quorum), so a final settlement of an attempt older than one already started was made
+	// under a lease or claim that was no longer current.
+	StrictAttempts bool
+	// StallBound is the longest stretch without a successful settlement while messages
+	// remained, not counting blocking faults (0: unchecked).
+	StallBound time.Duration
+	// RecoverBound is the longest time from a fault's end to the next successful settlement
+	// (0: unchecked).
+	RecoverBound time.Duration
+	// MaxRuns is the most handler starts one message may have (0: unchecked).
+	MaxRuns int
+}
+
+// Where is where a message is at the end of a trial.
+type Where uint8
+
+const (
+	// Absent: the backend holds nothing of the message.
+	Absent Where = iota
+	// Pending: still in its queue (ready, delayed or taken).
+	Pending
+	// Done: marked finished (a processed row).
+	Done
+	// Dead: in the dead letter.
+	Dead
+)
+
+func (w Where) String() string {
+	return [...]string{"absent", "pending", "done", "dead_letter"}[w]
+}
+
+// Observed is what the backend holds of one message, read with the backend's own client.
+type Observed struct {
+	Where Where
+	// Copies is how many rows or messages of it the backend holds in all places.
+	Copies int
+	// Count is a dead letter's count (-1: none); CountErr says why a count did not parse.
+	Count    int
+	CountErr string
+	// SideRows is how many side rows the message left.
+	SideRows int
+}
+
+// Snapshot is what the backend holds at the end of a trial.
+type Snapshot struct {
+	Messages map[string]Observed
+	// Strangers counts rows or messages whose payload names no message of the trial.
+	Strangers int
+	// AbsentIsSettled says that a finished message leaves nothing behind (RabbitMQ): an absent
+	// message is then lost only if the ledger shows no final settlement of it. Where finished
+	// rows are kept (SQL with processed_at), absent means lost.
+	AbsentIsSettled bool
+}
+
+// Violation is one failed check.
+type Violation struct {
+	Cat    Category
+	ID     string
+	Detail string
+}
+
+func (v Violation) String() string {
+	if v.ID == "" {
+		return string(v.Cat) + ": " + v.Detail
+	}
+	return string(v.Cat) + " " + v.ID + ": " + v.Detail
+}
+
+// Result is the checker's account of one trial.
+type Result struct {
+	Messages int
+	Faults   int
+	// Counts per category, and the first violations of each in detail.
+	Counts     map[Category]int
+	Violations []Violation
+	// DupRuns counts handler runs that repeated one that never settled, or that came after
+	// the message had finished: allowed (at-least-once), reported.
+	DupRuns int
+	// DupCopies counts extra copies a broker holds of one message (a dead letter published
+	// twice because its original's ack was lost with a crash or a cut): allowed, reported.
+	DupCopies int
+	// Runs is the number of handler starts; Settlements of successful settlements.
+	Runs, Settlements int
+	// Unlogged counts messages finished in the backend whose settlement line is missing (a
+	// worker killed between its commit and its ledger line): allowed, reported.
+	Unlogged int
+	// MaxRecover is the longest time from a fault's end to the next successful settlement.
+	MaxRecover time.Duration
+	// MaxGap is the longest stretch without a settlement while messages remained, blocking
+	// faults excluded.
+	MaxGap time.Duration
+	// Torn counts ledger lines cut short (a writer killed mid-line).
+	Torn int
+}
+
+// maxDetails bounds the violations kept in detail per category.
+const maxDetails = 5
+
+// Add records a violation.
+func (r *Result) Add(c Category, id, format string, args ...any) {
+	if r.Counts == nil {
+		r.Counts = make(map[Category]int)
+	}
+	r.Counts[c]++
+	if r.Counts[c] <= maxDetails {
+		r.Violations = append(r.Violations, Violation{Cat: c, ID: id, Detail: fmt.Sprintf(format, args...)})
+	}
+}
+
+// Failed returns the categories with violations, sorted.
+func (r *Result) Failed() []Category {
+	var out []Category
+	for c, n := range r.Counts {
+		if n > 0 {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Check reads a trial's ledger and the backend's snapshot against what was seeded.
+func Check(entries []Entry, snap Snapshot, exp Expect) *Result {
+	r := &Result{Messages: len(exp.IDs), Counts: make(map[Category]int)}
+	byID := make(map[string][]int) // ledger indexes per message id
+	seeded := make(map[string]bool, len(exp.IDs))
+	for _, id := range exp.IDs {
+		seeded[id] = true
+	}
+	for i, e := range entries {
+		switch e.Ev {
+		case EvStart, EvEnd, EvSettle:
+			byID[e.ID] = append(byID[e.ID], i)
+		case EvFault:
+			if e.Phase != "begin" {
+				r.Faults++
+			}
+		}
+		if e.Ev == EvStart {
+			r.Runs++
+		}
+		if e.Ev == EvSettle && e.OK {
+			r.Settlements++
+		}
+	}
+	for id := range byID {
+		if !seeded[id] {
+			r.Add(Wrong, id, "handled, but the trial never seeded it")
+		}
+	}
+	if snap.Strangers > 0 {
+		r.Add(Wrong, "", "the backend holds %d messages whose payload names no seeded message", snap.Strangers)
+	}
+	for _, id := range exp.IDs {
+		checkMessage(r, id, entries, byID[id], snap, exp)
+	}
+	checkProgress(r, entries, exp)
+	return r
+}
+
+func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapshot, exp Expect) {
+	kind := exp.Mix.Kind(id)
+	want := kind.Final()
+	obs, held := snap.Messages[id]
+	if !held {
+		obs = Observed{Where: Absent, Count: -1}
+	}
+
+	var finals []Entry
+	starts, open, finished := 0, false, false
+	lastEnd := ""   // what the last run asked for, when no run started after it
+	maxStarted := 0 // highest attempt started so far, in ledger order
+	for _, i := range idx {
+		e := entries[i]
+		switch e.Ev {
+		case EvStart:
+			starts++
+			if open || finished {
+				r.DupRuns++
+			}
+			open = true
+			lastEnd = ""
+			maxStarted = max(maxStarted, e.Attempt)
+		case EvEnd:
+			lastEnd = e.Outcome
+		case EvSettle:
+			if !e.OK {
+				continue
+			}
+			open = false
+			if !e.Final() {
+				continue
+			}
+			finished = true
+			finals = append(finals, e)
+			if exp.StrictAttempts && e.Attempt < maxStarted {
+				r.Add(Double, id, "%s of attempt %d by %s succeeded after attempt %d had started: settled under a lease or claim that was no longer current",
+					e.Outcome, e.Attempt, e.Who, maxStarted)
+			}
+		}
+	}
+	if len(finals) > 1 {
+		var s []string
+		for _, f := range finals {
+			s = append(s, fmt.Sprintf("%s(attempt %d, %s)", f.Outcome, f.Attempt, f.Who))
+		}
+		r.Add(Double, id, "%d successful final settlements: %s", len(finals), strings.Join(s, ", "))
+	}
+	if exp.MaxRuns > 0 && starts > exp.MaxRuns {
+		r.Add(Runs, id, "%s: the handler ran %d times (bound %d)", kind, starts, exp.MaxRuns)
+	}
+	switch {
+	case obs.Copies > 1 && snap.AbsentIsSettled && len(finals) <= 1:
+		// A broker copy published before its original's ack was lost (a crash or a cut between
+		// the two): at-least-once, as documented; reported, not a violation.
+		r.DupCopies += obs.Copies - 1
+	case obs.Copies > 1:
+		r.Add(Double, id, "the backend holds %d copies (%s)", obs.Copies, obs.Where)
+	}
+
+	switch obs.Where {
+	case Pending:
+		r.Add(Stuck, id, "%s: still in its queue when the drain ended (handler ran %d times)", kind, starts)
+	case Done:
+		switch {
+		case want == FinalDead:
+			r.Add(Wrong, id, "%s: finished instead of dead-lettered", kind)
+		case len(finals) > 0 && finals[len(finals)-1].Outcome != want.String():
+			r.Add(Wrong, id, "%s: settled as %s, want %s", kind, finals[len(finals)-1].Outcome, want)
+		case len(finals) == 0:
+			r.Unlogged++
+		}
+	case Dead:
+		if want != FinalDead {
+			r.Add(Wrong, id, "%s: dead-lettered, want %s", kind, want)
+		}
+		switch {
+		case obs.CountErr != "":
+			r.Add(NoCount, id, "dead letter's count does not parse: %s", obs.CountErr)
+		case obs.Count < 0:
+			r.Add(NoCount, id, "dead letter without its count")
+		case exp.Cap > 0 && want == FinalDead && obs.Count < exp.Cap:
+			r.Add(NoCount, id, "dead letter's count %d is below the cap %d", obs.Count, exp.Cap)
+		}
+	case Absent:
+		switch {
+		case !snap.AbsentIsSettled:
+			r.Add(Lost, id, "%s: the backend holds no row of it (ledger: %s)", kind, history(entries, idx))
+		case want == FinalDead:
+			r.Add(Lost, id, "%s: not in the dead letter, nor anywhere else (ledger: %s)", kind, history(entries, idx))
+		case len(finals) == 0 && lastEnd == want.String():
+			// The last run asked for it and its process died before the settlement's line:
+			// the frame may well have reached the broker.
+			r.Unlogged++
+		case len(finals) == 0:
+			r.Add(Lost, id, "%s: gone from the broker without a successful ack or drop (ledger: %s)", kind, history(entries, idx))
+		case finals[len(finals)-1].Outcome != want.String():
+			r.Add(Wrong, id, "%s: settled as %s, want %s", kind, finals[len(finals)-1].Outcome, want)
+		}
+	}
+
+	if exp.SideRows {
+		wantSide := 0
+		if obs.Where == Done || (obs.Where == Absent && snap.AbsentIsSettled) {
+			if want == FinalAck {
+				wantSide = kind.SideRows()
+			}
+		}
+		switch {
+		case obs.SideRows > wantSide && wantSide == 0:
+			r.Add(Double, id, "%s (%s): %d side rows kept for a message that was not acknowledged", kind, obs.Where, obs.SideRows)
+		case obs.SideRows > wantSide:
+			r.Add(Double, id, "%s: side row written %d times", kind, obs.SideRows)
+		case obs.SideRows < wantSide:
+			r.Add(Lost, id, "%s: acknowledged, but its side row is missing", kind)
+		}
+	}
+}
+
+// history summarises a message's ledger lines for a violation's detail.
+func history(entries []Entry, idx []int) string {
+	if len(idx) == 0 {
+		return "never handled"
+	}
+	var s []string
+	for _, i := range idx {
+		e := entries[i]
+		switch e.Ev {
+		case EvStart:
+			s = append(s, fmt.Sprintf("start#%d@%s", e.Attempt, e.Who))
+		case EvSettle:
+			ok := "ok"
+			if !e.OK {
+				ok = "failed"
+			}
+			s = append(s, fmt.Sprintf("%s#%d %s", e.Outcome, e.Attempt, ok))
+		}
+	}
+	if len(s) > 12 {
+		s = append(s[:4], append([]string{"…"}, s[len(s)-7:]...)...)
+	}
+	return strings.Join(s, " ")
+}
+
+// window is a stretch of a blocking fault.
+type window struct{ from, to int64 }
+
+// checkProgress measures the gaps between successful settlements while messages remained and
+// the time from each fault's end to the next settlement.
+func checkProgress(r *Result, entries []Entry, exp Expect) {
+	var progress []int64
+	var start, end int64
+	drained := false
+	var blocking []window
+	openBlock := make(map[string]int64)
+	var faultEnds []Entry
+	for _, e := range entries {
+		switch e.Ev {
+		case EvSeeded:
+			if start == 0 {
+				start = e.At
+			}
+		case EvDrained, EvGaveUp:
+			end, drained = e.At, e.Ev == EvDrained
+		case EvSettle:
+			if !e.OK {
+				continue
+			}
+			if end == 0 || e.At <= end {
+				progress = append(progress, e.At)
+			}
+		case EvFault:
+			key := e.Fault + "/" + e.Detail
+			switch e.Phase {
+			case "begin":
+				if e.Blocks {
+					openBlock[key] = e.At
+				}
+			case "end":
+				if from, ok := openBlock[key]; ok {
+					blocking = append(blocking, window{from, e.At})
+					delete(openBlock, key)
+				}
+				faultEnds = append(faultEnds, e)
+			default:
+				faultEnds = append(faultEnds, e)
+			}
+		}
+	}
+	if start == 0 && len(entries) > 0 {
+		start = entries[0].At
+	}
+	if end == 0 && len(entries) > 0 {
+		end = entries[len(entries)-1].At
+	}
+	for _, from := range openBlock {
+		blocking = append(blocking, window{from, end})
+	}
+	sort.Slice(progress, func(i, j int) bool { return progress[i] < progress[j] })
+
+	// Gaps: between the seeding, each settlement, and — when the drain never ended — the last
+	// line, minus blocking faults. After a drain, the stretch from the last settlement to the
+	// drain's end had nothing left to settle.
+	points := append([]int64{start}, progress...)
+	if !drained {
+		points = append(points, end)
+	}
+	var worstFrom int64
+	for i := 1; i < len(points); i++ {
+		a, b := points[i-1], points[i]
+		if b <= a {
+			continue
+		}
+		gap := b - a
+		for _, w := range blocking {
+			lo, hi := max(a, w.from), min(b, w.to)
+			if hi > lo {
+				gap -= hi - lo
+			}
+		}
+		if time.Duration(gap) > r.MaxGap {
+			r.MaxGap, worstFrom = time.Duration(gap), a
+		}
+	}
+	if exp.StallBound > 0 && r.MaxGap > exp.StallBound {
+		r.Add(Stall, "", "no settlement for %v (bound %v) from %s after the seeding, while messages remained",
+			r.MaxGap.Round(time.Millisecond), exp.StallBound, time.Duration(worstFrom-start).Round(time.Millisecond))
+	}
+
+	// Recovery: from each fault's end to the next successful settlement, for faults that came
+	// before the drain ended.
+	for _, f := range faultEnds {
+		if f.At > end {
+			continue
+		}
+		i := sort.Search(len(progress), func(i int) bool { return progress[i] > f.At })
+		if i == len(progress) {
+			continue // nothing settled after it: the drain had finished, or Stall/Stuck say so
+		}
+		d := time.Duration(progress[i] - f.At)
+		if d > r.MaxRecover {
+			r.MaxRecover = d
+		}
+		if exp.RecoverBound > 0 && d > exp.RecoverBound {
+			r.Add(Recover, "", "first settlement %v after %s %s (bound %v)", d.Round(time.Millisecond), f.Fault, f.Detail, exp.RecoverBound)
+		}
+	}
+}

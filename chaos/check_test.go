@@ -1,0 +1,256 @@
+package chaos_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/chaos"
+)
+
+func TestMixIsDeterministicAndFollowsWeights(t *testing.T) {
+	m, err := chaos.ParseMix("ack=3,drop=1", 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := chaos.ParseMix("ack=3,drop=1", 7)
+	ids := chaos.MessageIDs(4000)
+	counts := m.Counts(ids)
+	for _, id := range ids {
+		if m.Kind(id) != again.Kind(id) {
+			t.Fatalf("%s: kind differs between two equal mixes", id)
+		}
+	}
+	if counts[chaos.Ack]+counts[chaos.Drop] != len(ids) {
+		t.Fatalf("kinds outside the mix: %v", counts)
+	}
+	if share := float64(counts[chaos.Drop]) / float64(len(ids)); share < 0.2 || share > 0.3 {
+		t.Fatalf("drop share %.2f, want about 0.25", share)
+	}
+	if got := m.String(); got != "ack=3,drop=1" {
+		t.Fatalf("String() = %q", got)
+	}
+	if w := m.Without(func(k chaos.Kind) bool { return k == chaos.Drop }); w.Has(chaos.Drop) || w.Kind("m-000001") != chaos.Ack {
+		t.Fatalf("Without(drop) still has drop: %s", w)
+	}
+}
+
+func TestParseMixRefusesBadSpecs(t *testing.T) {
+	for spec, want := range map[string]string{
+		"":           "empty",
+		"ack":        "not kind=weight",
+		"nope=1":     `unknown message kind "nope"`,
+		"ack=-1":     "non-negative integer",
+		"ack=0":      "every weight is zero",
+		"ack=1,x=ab": "unknown message kind",
+	} {
+		if _, err := chaos.ParseMix(spec, 1); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseMix(%q) = %v, want an error containing %q", spec, err, want)
+		}
+	}
+}
+
+func TestLedgerLinesOfConcurrentWritersStayWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger")
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := chaos.OpenLedger(path, "w"+string(rune('a'+w)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer l.Close()
+			for i := range 200 {
+				if err := l.Write(chaos.Entry{Ev: chaos.EvStart, ID: chaos.MessageID(i), Attempt: 1, Err: strings.Repeat("x", 300)}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	entries, torn, err := chaos.ReadLedgerFile(path)
+	if err != nil || torn != 0 || len(entries) != 800 {
+		t.Fatalf("read %d entries, %d torn, err %v; want 800, 0, nil", len(entries), torn, err)
+	}
+}
+
+func TestReadLedgerCountsATornLastLine(t *testing.T) {
+	data := `{"t":1,"ev":"start","id":"m-000001","att":1}` + "\n" + `{"t":2,"ev":"sett`
+	entries, torn, err := chaos.ReadLedger(strings.NewReader(data))
+	if err != nil || len(entries) != 1 || torn != 1 {
+		t.Fatalf("got %d entries, %d torn, %v; want 1, 1, nil", len(entries), torn, err)
+	}
+	if _, _, err := chaos.ReadLedger(strings.NewReader("garbage\n")); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("a bad complete line: err %v, want one naming line 1", err)
+	}
+}
+
+func TestTailReturnsOnlyCompleteNewLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger")
+	tail := chaos.NewTail(path)
+	if got, err := tail.Poll(); err != nil || len(got) != 0 {
+		t.Fatalf("missing file: %v %v", got, err)
+	}
+	f, _ := os.Create(path)
+	defer f.Close()
+	f.WriteString(`{"t":1,"ev":"start","id":"a"}` + "\n" + `{"t":2,"ev":"st`)
+	if got, _ := tail.Poll(); len(got) != 1 || got[0].ID != "a" {
+		t.Fatalf("first poll: %+v", got)
+	}
+	f.WriteString(`art","id":"b"}` + "\n")
+	if got, _ := tail.Poll(); len(got) != 1 || got[0].ID != "b" {
+		t.Fatalf("second poll: %+v", got)
+	}
+}
+
+// ledger builds entries for a check: one message's lines at increasing times.
+type ledger struct{ entries []chaos.Entry }
+
+func (l *ledger) add(e chaos.Entry) {
+	e.At = int64(len(l.entries)+1) * int64(time.Millisecond)
+	l.entries = append(l.entries, e)
+}
+
+func (l *ledger) run(who, id string, attempt int, outcome string, ok bool) {
+	l.add(chaos.Entry{Ev: chaos.EvStart, Who: who, ID: id, Attempt: attempt})
+	l.add(chaos.Entry{Ev: chaos.EvEnd, Who: who, ID: id, Attempt: attempt, Outcome: outcome})
+	l.add(chaos.Entry{Ev: chaos.EvSettle, Who: who, ID: id, Attempt: attempt, Outcome: outcome, OK: ok})
+}
+
+func oneKind(t *testing.T, k chaos.Kind) chaos.Mix {
+	m, err := chaos.ParseMix(k.String()+"=1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestCheckFindsEachViolation(t *testing.T) {
+	id := "m-000001"
+	done := chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Done, Copies: 1, Count: -1}}}
+	cases := []struct {
+		name  string
+		kind  chaos.Kind
+		build func(l *ledger)
+		snap  chaos.Snapshot
+		exp   func(e *chaos.Expect)
+		want  []chaos.Category
+	}{
+		{name: "clean ack", kind: chaos.Ack, build: func(l *ledger) { l.run("w1", id, 1, "ack", true) }, snap: done},
+		{name: "row gone", kind: chaos.Ack, build: func(l *ledger) { l.run("w1", id, 1, "ack", true) },
+			snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}}, want: []chaos.Category{chaos.Lost}},
+		{name: "two successful acks", kind: chaos.Ack, build: func(l *ledger) {
+			l.run("w1", id, 1, "ack", true)
+			l.run("w2", id, 2, "ack", true)
+		}, snap: done, want: []chaos.Category{chaos.Double}},
+		{name: "ack under a stale lease", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 1})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w2", ID: id, Attempt: 2})
+			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", ID: id, Attempt: 1, Outcome: "ack", OK: true})
+			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w2", ID: id, Attempt: 2, Outcome: "ack"})
+		}, snap: done, exp: func(e *chaos.Expect) { e.StrictAttempts = true }, want: []chaos.Category{chaos.Double}},
+		{name: "side row twice", kind: chaos.Side, build: func(l *ledger) { l.run("w1", id, 1, "ack", true) },
+			snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Done, Copies: 1, SideRows: 2}}},
+			exp:  func(e *chaos.Expect) { e.SideRows = true }, want: []chaos.Category{chaos.Double}},
+		{name: "side row kept after a drop", kind: chaos.SideDrop, build: func(l *ledger) { l.run("w1", id, 1, "drop", true) },
+			snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Done, Copies: 1, SideRows: 1}}},
+			exp:  func(e *chaos.Expect) { e.SideRows = true }, want: []chaos.Category{chaos.Double}},
+		{name: "dead letter without a count", kind: chaos.Fail, build: func(l *ledger) { l.run("w1", id, 3, "dead_letter", true) },
+			snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: -1}}},
+			want: []chaos.Category{chaos.NoCount}},
+		{name: "dead letter below the cap", kind: chaos.Fail, build: func(l *ledger) { l.run("w1", id, 2, "dead_letter", true) },
+			snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 2}}},
+			want: []chaos.Category{chaos.NoCount}},
+		{name: "ack dead-lettered", kind: chaos.Ack, build: func(l *ledger) { l.run("w1", id, 4, "dead_letter", true) },
+			snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
+			want: []chaos.Category{chaos.Wrong}},
+		{name: "still queued", kind: chaos.Poison, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 1})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Pending, Copies: 1}}}, want: []chaos.Category{chaos.Stuck}},
+		{name: "handler runs past the bound", kind: chaos.FailAck, build: func(l *ledger) {
+			for a := 1; a <= 6; a++ {
+				l.run("w1", id, a, "ack", false)
+			}
+			l.run("w1", id, 7, "dead_letter", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 7}}},
+			exp: func(e *chaos.Expect) { e.MaxRuns = 4 }, want: []chaos.Category{chaos.Runs}},
+		{name: "broker: acked and gone", kind: chaos.Ack, build: func(l *ledger) { l.run("w1", id, 1, "ack", true) },
+			snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true}},
+		{name: "broker: retry copy lost", kind: chaos.RetryAfter, build: func(l *ledger) { l.run("w1", id, 1, "retry_after", true) },
+			snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true}, want: []chaos.Category{chaos.Lost}},
+		{name: "broker: dead letter published twice after a lost ack", kind: chaos.Fail, build: func(l *ledger) {
+			l.run("w1", id, 3, "dead_letter", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 2, Count: 3}}, AbsentIsSettled: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var l ledger
+			l.add(chaos.Entry{Ev: chaos.EvSeeded})
+			c.build(&l)
+			l.add(chaos.Entry{Ev: chaos.EvDrained})
+			exp := chaos.Expect{IDs: []string{id}, Mix: oneKind(t, c.kind), Cap: 3}
+			if c.exp != nil {
+				c.exp(&exp)
+			}
+			res := chaos.Check(l.entries, c.snap, exp)
+			if got := res.Failed(); !slices.Equal(got, c.want) {
+				t.Fatalf("failed categories %v, want %v; violations %v", got, c.want, res.Violations)
+			}
+		})
+	}
+}
+
+func TestCheckMeasuresStallsAndRecoveryOutsideBlockingFaults(t *testing.T) {
+	ms := int64(time.Millisecond)
+	ids := chaos.MessageIDs(3)
+	entries := []chaos.Entry{
+		{At: 0, Ev: chaos.EvSeeded},
+		{At: 100 * ms, Ev: chaos.EvSettle, ID: ids[0], Outcome: "ack", OK: true},
+		// the server is down for 5 s: not a stall
+		{At: 200 * ms, Ev: chaos.EvFault, Fault: "restart", Phase: "begin", Detail: "crash", Blocks: true},
+		{At: 5200 * ms, Ev: chaos.EvFault, Fault: "restart", Phase: "end", Detail: "crash", Blocks: true},
+		{At: 5500 * ms, Ev: chaos.EvSettle, ID: ids[1], Outcome: "ack", OK: true},
+		// a locked row holds everything up for 4 s: a stall
+		{At: 6000 * ms, Ev: chaos.EvFault, Fault: "lock-row", Phase: "begin", Detail: "row 3"},
+		{At: 9500 * ms, Ev: chaos.EvSettle, ID: ids[2], Outcome: "ack", OK: true},
+		{At: 9600 * ms, Ev: chaos.EvDrained},
+	}
+	done := chaos.Snapshot{Messages: map[string]chaos.Observed{}}
+	for _, id := range ids {
+		done.Messages[id] = chaos.Observed{Where: chaos.Done, Copies: 1}
+	}
+	res := chaos.Check(entries, done, chaos.Expect{IDs: ids, Mix: oneKind(t, chaos.Ack), StallBound: 3 * time.Second, RecoverBound: 200 * time.Millisecond})
+	if res.MaxGap != 4*time.Second {
+		t.Errorf("MaxGap %v, want 4s (5.5 s → 9.5 s; the restart's 5 s do not count)", res.MaxGap)
+	}
+	if res.MaxRecover != 300*time.Millisecond {
+		t.Errorf("MaxRecover %v, want 300ms (restart end 5.2 s → settlement 5.5 s)", res.MaxRecover)
+	}
+	if got := res.Failed(); !slices.Equal(got, []chaos.Category{chaos.Recover, chaos.Stall}) {
+		t.Errorf("failed %v, want recover and stall", got)
+	}
+}
+
+func TestWriteTableShowsEveryTrialAndWhyOneFailed(t *testing.T) {
+	res := &chaos.Result{Messages: 10, Faults: 3, DupRuns: 2}
+	res.Add(chaos.Lost, "m-000004", "gone")
+	var b bytes.Buffer
+	chaos.WriteTable(&b, []chaos.Row{
+		{Trial: "kill", Backend: "postgres", Form: "lease", Result: &chaos.Result{Messages: 10}, Status: chaos.StatusPass},
+		{Trial: "poison", Backend: "sqlite", Form: "lease", Result: res, Status: chaos.StatusFail, Note: "failed: lost×1"},
+	})
+	out := b.String()
+	for _, want := range []string{"kill", "postgres", "PASS", "poison", "FAIL", "lost m-000004: gone"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}

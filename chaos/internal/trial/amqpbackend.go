@@ -1,0 +1,248 @@
+package trial
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/settlehq/settle/chaos"
+	"github.com/settlehq/settle/chaos/internal/servers"
+)
+
+// amqpBackend is a queue (and its waiting and dead-letter queues) on the suite's own RabbitMQ
+// node. Workers connect through the suite's TCP proxy, so that their connections can be cut.
+type amqpBackend struct {
+	env                *Env
+	queueType, delay   string
+	queue, dead, retry string
+	conn               *amqp091.Connection
+}
+
+func (b *amqpBackend) name() string { return "rabbitmq" }
+
+func (b *amqpBackend) prepare(ctx context.Context, r *run) error {
+	node, err := b.env.rabbitmq(ctx)
+	if err != nil {
+		return err
+	}
+	b.queue = "chaos-" + r.id
+	b.dead, b.retry = b.queue+".dead", b.queue+".retry"
+	b.conn, err = amqp091.Dial(node.URL())
+	if err != nil {
+		return fmt.Errorf("rabbitmq: driver connection: %w", err)
+	}
+	return nil
+}
+
+func (b *amqpBackend) workerArgs(r *run) []string {
+	return []string{"-backend", "rabbitmq", "-dsn", "amqp://guest:guest@" + b.env.amqpProxy.Addr() + "/",
+		"-queue-type", b.queueType, "-delay", b.delay, "-queue", b.queue, "-dead", b.dead}
+}
+
+// channel opens a channel on the driver's connection, reconnecting after a broker restart.
+func (b *amqpBackend) channel(ctx context.Context) (*amqp091.Channel, error) {
+	if b.conn == nil || b.conn.IsClosed() {
+		node, err := b.env.rabbitmq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if b.conn, err = amqp091.Dial(node.URL()); err != nil {
+			return nil, fmt.Errorf("rabbitmq: driver connection: %w", err)
+		}
+	}
+	return b.conn.Channel()
+}
+
+// seed publishes one persistent message per id, confirmed, after the first worker has
+// declared the queue.
+func (b *amqpBackend) seed(ctx context.Context, ids []string) error {
+	ch, err := b.channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if err := ch.Confirm(false); err != nil {
+		return err
+	}
+	var confirms []*amqp091.DeferredConfirmation
+	for _, id := range ids {
+		c, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", b.queue, true, false, amqp091.Publishing{
+			DeliveryMode: amqp091.Persistent, MessageId: id, ContentType: "application/json",
+			Body: []byte(`{"id":"` + id + `"}`),
+		})
+		if err != nil {
+			return fmt.Errorf("rabbitmq: seed %s: %w", b.queue, err)
+		}
+		confirms = append(confirms, c)
+	}
+	for i, c := range confirms {
+		ok, err := c.WaitContext(ctx)
+		if err != nil || !ok {
+			return fmt.Errorf("rabbitmq: seed %s: message %s not confirmed (%v)", b.queue, ids[i], err)
+		}
+	}
+	return nil
+}
+
+// pending counts the ready messages of the queue and its waiting queue. It is not exact:
+// messages in flight to a worker, or waiting in a worker's process, are not counted.
+func (b *amqpBackend) pending(ctx context.Context) (int, bool, error) {
+	n := 0
+	for _, q := range []string{b.queue, b.retry} {
+		ch, err := b.channel(ctx)
+		if err != nil {
+			return 0, false, err
+		}
+		st, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+		if err != nil {
+			var ae *amqp091.Error
+			if errors.As(err, &ae) && ae.Code == amqp091.NotFound && q == b.retry {
+				continue
+			}
+			return 0, false, fmt.Errorf("rabbitmq: queue %s: %w", q, err)
+		}
+		ch.Close()
+		n += st.Messages
+	}
+	return n, false, nil
+}
+
+// snapshot takes every message left in the queue, the waiting queue and the dead-letter queue
+// (the workers are stopped, so nothing is in flight).
+func (b *amqpBackend) snapshot(ctx context.Context) (chaos.Snapshot, error) {
+	snap := chaos.Snapshot{Messages: make(map[string]chaos.Observed), AbsentIsSettled: true}
+	for _, q := range []string{b.queue, b.retry, b.dead} {
+		ch, err := b.channel(ctx)
+		if err != nil {
+			return snap, err
+		}
+		for {
+			d, ok, err := ch.Get(q, true)
+			if err != nil {
+				var ae *amqp091.Error
+				if errors.As(err, &ae) && ae.Code == amqp091.NotFound {
+					break // no such queue: nothing waits there
+				}
+				return snap, fmt.Errorf("rabbitmq: read %s: %w", q, err)
+			}
+			if !ok {
+				ch.Close()
+				break
+			}
+			var p struct{ ID string }
+			if json.Unmarshal(d.Body, &p) != nil || p.ID == "" {
+				snap.Strangers++
+				continue
+			}
+			o := snap.Messages[p.ID]
+			o.Copies++
+			if o.Copies == 1 {
+				o.Count = -1
+			}
+			if q == b.dead {
+				o.Where = chaos.Dead
+				o.Count, o.CountErr = amqpCount(d.Headers)
+			} else if o.Where != chaos.Dead {
+				o.Where = chaos.Pending
+			}
+			snap.Messages[p.ID] = o
+		}
+	}
+	return snap, nil
+}
+
+// amqpCount reads a dead letter's settle-retry-count header; -1 when it has none (a message
+// the broker moved by itself carries only x-death).
+func amqpCount(h amqp091.Table) (int, string) {
+	v, ok := h[retryCountHeader]
+	if !ok {
+		return -1, ""
+	}
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case []byte:
+		s = string(x)
+	case int64:
+		s = strconv.FormatInt(x, 10)
+	case int32:
+		s = strconv.FormatInt(int64(x), 10)
+	default:
+		return -1, fmt.Sprintf("%s of type %T", retryCountHeader, v)
+	}
+	n, err := parseCount(s)
+	if err != nil {
+		return -1, fmt.Sprintf("%s %q: %v", retryCountHeader, s, err)
+	}
+	return n, ""
+}
+
+// terminate makes the node close every client connection (rabbitmqctl close_all_connections).
+func (b *amqpBackend) terminate(ctx context.Context) (int, error) {
+	node, err := b.env.rabbitmq(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return 1, node.CloseConnections(ctx)
+}
+
+// cut resets every proxied worker connection.
+func (b *amqpBackend) cut() int { return b.env.amqpProxy.Cut() }
+
+// restart restarts the node's RabbitMQ application (Graceful) or kills the node and starts it
+// again (Crash).
+func (b *amqpBackend) restart(ctx context.Context, mode servers.StopMode) error {
+	node, err := b.env.rabbitmq(ctx)
+	if err != nil {
+		return err
+	}
+	if b.conn != nil {
+		b.conn.Close()
+		b.conn = nil
+	}
+	if mode == servers.Graceful {
+		return node.RestartApp(ctx)
+	}
+	return node.Restart(ctx, servers.Crash)
+}
+
+// deleteDead deletes the dead-letter queue, and declares it again (durable, as the transport
+// declares it) when back is true.
+func (b *amqpBackend) deleteDead(ctx context.Context, back bool) error {
+	ch, err := b.channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if back {
+		_, err = ch.QueueDeclare(b.dead, true, false, false, false, nil)
+	} else {
+		_, err = ch.QueueDelete(b.dead, false, false, false)
+	}
+	return err
+}
+
+func (b *amqpBackend) lockRow(context.Context, int64, time.Duration) error {
+	return errors.New("rabbitmq has no rows to lock")
+}
+
+// cleanup deletes the trial's queues.
+func (b *amqpBackend) cleanup(ctx context.Context) {
+	for _, q := range []string{b.queue, b.retry, b.dead} {
+		if ch, err := b.channel(ctx); err == nil {
+			_, _ = ch.QueueDelete(q, false, false, false)
+			ch.Close()
+		}
+	}
+	if b.conn != nil {
+		b.conn.Close()
+	}
+}
+
+func (b *amqpBackend) strictAttempts() bool { return b.queueType == "quorum" }
+func (b *amqpBackend) sideRows() bool       { return false }

@@ -1,0 +1,203 @@
+package trial
+
+import (
+	"time"
+
+	"github.com/settlehq/settle/chaos"
+)
+
+// sqlForms are the claim forms each SQL backend offers.
+var sqlForms = map[string][]string{
+	"postgres": {"lease", "rowlock", "advisory"},
+	"mariadb":  {"lease", "rowlock", "advisory"},
+	"sqlite":   {"lease", "advisory"},
+}
+
+// amqpForms are the RabbitMQ queue type and delay combinations, as "type" or "type+delay".
+var amqpForms = map[string][2]string{
+	"classic":           {"classic", "none"},
+	"classic+dlxttl":    {"classic", "dlxttl"},
+	"classic+inprocess": {"classic", "inprocess"},
+	"quorum":            {"quorum", "none"},
+	"quorum+dlxttl":     {"quorum", "dlxttl"},
+}
+
+// amqpMix is the RabbitMQ kill loops' mix (no side rows: no transaction to write them in).
+const amqpMix = "ack=55,drop=8,retry=10,retry_after=8,fail=8,self_kill=6"
+
+func sqlTrial(name, kind, form string, sc Scenario, m *Mark) *Trial {
+	return &Trial{Name: name, Backend: kind, Form: form, Scenario: sc, Mark: m,
+		open: func(env *Env) backend { return &sqlBackend{kind: kind, form: form, env: env} }}
+}
+
+func amqpTrial(name, form string, sc Scenario, m *Mark) *Trial {
+	f := amqpForms[form]
+	if sc.Mix == "" {
+		sc.Mix = amqpMix
+	}
+	if f[1] == "none" {
+		mix, _ := chaos.ParseMix(sc.Mix, 0)
+		sc.Mix = mix.Without(func(k chaos.Kind) bool { return k == chaos.RetryAfter }).String()
+	}
+	return &Trial{Name: name, Backend: "rabbitmq", Form: form, Scenario: sc, Mark: m,
+		open: func(env *Env) backend { return &amqpBackend{env: env, queueType: f[0], delay: f[1]} }}
+}
+
+// List returns every trial, in the order of the table.
+func List() []*Trial {
+	var ts []*Trial
+	add := func(t *Trial) { ts = append(ts, t) }
+	for _, b := range []string{"postgres", "mariadb", "sqlite"} {
+		for _, f := range sqlForms[b] {
+			// kill -9 loop: a worker of four handlers, transactional side rows, the default mix.
+			add(sqlTrial("kill", b, f, Scenario{Messages: -1, FaultCount: -1, Faults: []Fault{Kill}, Transactional: true,
+				StallBound: 8 * time.Second}, markKill(b, f)))
+		}
+		for _, f := range sqlForms[b] {
+			// poison pill: exits the process on every delivery; must end in the dead letter.
+			add(sqlTrial("poison", b, f, Scenario{Messages: 20, Mix: "ack=85,poison=15", Drain: 12 * time.Second}, markPoison(b, f)))
+		}
+		// lease expiry: one of two workers stopped past its lease, then resumed.
+		add(sqlTrial("pause", b, "lease", Scenario{Workers: 2, Faults: []Fault{Pause}, Transactional: true, Work: 40 * time.Millisecond,
+			StallBound: 8 * time.Second}, nil))
+		if b != "sqlite" {
+			for _, f := range sqlForms[b] {
+				// server connections terminated while handlers run.
+				// (Row lock: each termination rolls back the whole claim batch, so the bound is wider.)
+				add(sqlTrial("terminate", b, f, Scenario{Faults: []Fault{Terminate}, FaultCount: 3, Transactional: true, Work: 60 * time.Millisecond,
+					StallBound: 12 * time.Second}, markTerminate(b, f)))
+			}
+			for _, f := range sqlForms[b] {
+				// the server restarted mid-drain: a fast (clean) and an immediate (crash) stop.
+				add(sqlTrial("restart", b, f, Scenario{Faults: []Fault{RestartGraceful, RestartCrash}, Transactional: true, Work: 30 * time.Millisecond,
+					RecoverBound: 2 * time.Second, StallBound: 8 * time.Second}, markRestart(b, f)))
+			}
+			// one claimed row locked by another connection must not stall the subscription.
+			add(sqlTrial("locked-row", b, "lease", Scenario{Messages: 30, Mix: "ack=1", Faults: []Fault{LockRow}, FaultCount: 1,
+				Work: 600 * time.Millisecond, LockFor: 6 * time.Second, StallBound: 3 * time.Second, Drain: 30 * time.Second}, markLockedRow(b)))
+		}
+		for _, f := range sqlForms[b] {
+			// two worker processes on one queue (advisory: spelling the table two ways, or on
+			// SQLite, the second must be refused).
+			sc := Scenario{Workers: 2, Transactional: true, StallBound: 8 * time.Second}
+			if f == "advisory" {
+				if b == "sqlite" {
+					sc.RefuseSecond = true
+				} else {
+					sc.SecondSpelling = true
+				}
+			}
+			add(sqlTrial("compete", b, f, sc, markCompete(b, f)))
+		}
+		settleForms := []string{"lease"}
+		if b == "postgres" {
+			settleForms = sqlForms[b]
+		}
+		for _, f := range settleForms {
+			// the custom ack event fails for some rows: their handler runs stay bounded, the cap
+			// ends them in the dead letter, and other rows flow meanwhile.
+			add(sqlTrial("settle-fails", b, f, Scenario{Mix: "ack=85,fail_ack=15", WorkerFlags: []string{"-fail-ack"},
+				MaxRuns: 4, StallBound: 3 * time.Second, Drain: 10 * time.Second}, markSettleFails(b, f)))
+		}
+		if b != "mariadb" {
+			// the host of an event plugin is SIGKILLed: no plugin process may outlive it.
+			add(sqlTrial("plugin-kill", b, "lease", Scenario{Plugin: true, Faults: []Fault{Kill}, StallBound: 8 * time.Second}, markPluginKill()))
+		}
+	}
+
+	for _, f := range []string{"classic", "classic+dlxttl", "quorum", "quorum+dlxttl"} {
+		add(amqpTrial("kill", f, Scenario{Messages: -1, FaultCount: -1, Faults: []Fault{Kill}, StallBound: 8 * time.Second}, markAMQP("kill", f)))
+	}
+	// poison pill on a quorum queue (a classic queue cannot count deliveries that never
+	// settle: there the operator bounds a crash loop).
+	add(amqpTrial("poison", "quorum", Scenario{Messages: 20, Mix: "ack=85,poison=15", Drain: 12 * time.Second}, markAMQP("poison", "quorum")))
+	for _, f := range []string{"classic+dlxttl", "classic+inprocess", "quorum+dlxttl"} {
+		// connections reset at the proxy and closed by the broker, with retries and delayed
+		// copies in flight.
+		add(amqpTrial("cut", f, Scenario{Faults: []Fault{Cut, Terminate}, FaultCount: 4, Work: 30 * time.Millisecond,
+			StallBound: 8 * time.Second}, markAMQP("cut", f)))
+	}
+	for _, f := range []string{"classic+dlxttl", "quorum+dlxttl"} {
+		// the broker restarted mid-drain.
+		add(amqpTrial("restart", f, Scenario{Faults: []Fault{RestartGraceful, RestartCrash}, Work: 20 * time.Millisecond,
+			StallBound: 15 * time.Second}, markAMQP("restart", f)))
+	}
+	for _, f := range []string{"classic", "quorum"} {
+		add(amqpTrial("compete", f, Scenario{Workers: 2, StallBound: 8 * time.Second}, markAMQP("compete", f)))
+	}
+	// the dead-letter queue deleted mid-drain and declared again: no copy may be lost, and the
+	// failing messages' handlers must not spin.
+	add(amqpTrial("refused-copies", "classic", Scenario{Mix: "ack=70,fail=30", Faults: []Fault{DeleteDead}, FaultCount: 1,
+		WorkerFlags: []string{"-publish", "confirmed"}, MaxRuns: 6, Drain: 20 * time.Second}, markAMQP("refused-copies", "classic")))
+	return ts
+}
+
+// The marks: trials that fail today because of defects other work is fixing. Each names the
+// issue and the checks it is expected to fail; a failure in any other check is a FAIL, and a
+// marked trial that passes is an XPASS (remove its mark).
+
+func cats(c ...chaos.Category) []chaos.Category { return c }
+
+func markKill(b, f string) *Mark { return nil }
+
+func markPoison(b, f string) *Mark {
+	reason := "a poison pill loops forever: the attempt climbs past the cap and the handler keeps running"
+	if f == "rowlock" {
+		reason = "a poison pill loops forever: a crash rolls the row-lock claim back (attempt never counted) and its whole batch is re-run"
+	}
+	return &Mark{Issue: 14, Reason: reason, Cats: cats(chaos.Stuck, chaos.Stall)}
+}
+
+func markTerminate(b, f string) *Mark { return nil }
+func markRestart(b, f string) *Mark {
+	if f == "rowlock" {
+		return &Mark{Issue: 14, Reason: "after a server restart the row-lock form settles nothing until its whole re-claimed batch has finished (first settlement 2–5 s after the server is back; the target is 1 s)",
+			Cats: cats(chaos.Recover)}
+	}
+	return nil
+}
+
+func markLockedRow(b string) *Mark {
+	return &Mark{Issue: 14, Reason: "one row locked by another connection stalls the whole lease subscription (the lease extension holds the settle lock while it waits)",
+		Cats: cats(chaos.Stall)}
+}
+
+func markCompete(b, f string) *Mark {
+	switch {
+	case f != "advisory":
+		return nil
+	case b == "sqlite":
+		return &Mark{Issue: 14, Reason: "a second process opening the SQLite file in the advisory form is not refused, and both process every row",
+			Cats: cats(chaos.Double, Refused)}
+	}
+	return &Mark{Issue: 14, Reason: "advisory keys name the table as spelled: \"public.t\" and \"t\" lock different keys, so two processes handle one row at once",
+		Cats: cats(chaos.Double)}
+}
+
+func markSettleFails(b, f string) *Mark {
+	return &Mark{Issue: 23, Reason: "a failing ack re-runs the handler in a tight loop, never counts toward the cap, and holds up the other rows",
+		Cats: cats(chaos.Runs, chaos.Stuck, chaos.Stall)}
+}
+
+func markPluginKill() *Mark {
+	return &Mark{Issue: 23, Reason: "eventplugin's plugin process outlives a SIGKILLed host (no parent-death signal)", Cats: cats(Orphan)}
+}
+
+func markAMQP(trial, form string) *Mark {
+	quorum := form == "quorum" || form == "quorum+dlxttl"
+	switch {
+	case trial == "refused-copies":
+		return &Mark{Issue: 15, Reason: "copies to a deleted dead-letter queue are confirmed though unroutable (not mandatory): the original is acked and the message is lost",
+			Cats: cats(chaos.Lost, chaos.Runs)}
+	case quorum && trial == "cut":
+		return &Mark{Issue: 25, Reason: "an ack whose frame was written before the connection was cut is reported durable, the broker never got it and delivers the message again (two successful acks); quorum dead letters lack their count (issue 15)",
+			Cats: cats(chaos.Double, chaos.NoCount, chaos.Wrong)}
+	case quorum && trial == "restart":
+		return &Mark{Issue: 25, Reason: "a broker restart mid-drain: quorum dead letters the server moves lack their count (issue 15), crash returns count toward the delivery limit, and the server's at-most-once dead-lettering can lose messages",
+			Cats: cats(chaos.Lost, chaos.NoCount, chaos.Wrong)}
+	case quorum:
+		return &Mark{Issue: 15, Reason: "quorum dead letters moved by the server at x-delivery-limit carry no settle-retry-count; and deliveries returned by a crashed consumer (prefetched, never handled) count toward the limit, so neighbours of a crash are dead-lettered (new finding, reported with this issue)",
+			Cats: cats(chaos.NoCount, chaos.Wrong)}
+	}
+	return nil
+}

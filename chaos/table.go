@@ -1,0 +1,74 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Status is a trial's verdict.
+type Status string
+
+const (
+	// StatusPass: every check held.
+	StatusPass Status = "PASS"
+	// StatusFail: a check failed that the trial does not expect to fail.
+	StatusFail Status = "FAIL"
+	// StatusXFail: the trial failed exactly in the checks its mark expects (a known defect, named by
+	// the mark's reason and issue).
+	StatusXFail Status = "XFAIL"
+	// StatusXPass: a trial marked expected-to-fail passed: its defect looks fixed; remove the mark.
+	StatusXPass Status = "XPASS"
+)
+
+// Row is one trial's line in the table.
+type Row struct {
+	Trial, Backend, Form string
+	Result               *Result
+	Status               Status
+	// Note says why a trial is XFAIL or XPASS (the mark's reason and issue), or what failed.
+	Note     string
+	Duration time.Duration
+}
+
+// WriteTable prints rows as an aligned table: one line per trial with its backend and form,
+// messages, faults, lost messages, duplicate handler runs, duplicate broker copies, double
+// settlements, messages stuck at the end, dead letters without a count, the longest time to
+// recover and the status.
+func WriteTable(w io.Writer, rows []Row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "trial\tbackend\tform\tmsgs\tfaults\tlost\tdup runs\tdup copies\tdouble\tstuck\tnocount\trecover\ttime\tstatus")
+	for _, r := range rows {
+		res := r.Result
+		if res == nil {
+			res = &Result{}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n",
+			r.Trial, r.Backend, r.Form, res.Messages, res.Faults, res.Counts[Lost], res.DupRuns, res.DupCopies, res.Counts[Double],
+			res.Counts[Stuck], res.Counts[NoCount], seconds(res.MaxRecover), seconds(r.Duration), r.Status)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if r.Status == StatusPass {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s %s/%s/%s: %s\n", r.Status, r.Trial, r.Backend, r.Form, r.Note)
+		if r.Result != nil {
+			for _, v := range r.Result.Violations {
+				fmt.Fprintf(w, "    %s\n", strings.ReplaceAll(v.String(), "\n", " "))
+			}
+		}
+	}
+	return nil
+}
+
+func seconds(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
