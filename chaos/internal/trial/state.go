@@ -29,9 +29,9 @@ func newState(path string) *state {
 
 // poll reads the lines appended since the last poll.
 func (s *state) poll() {
-	entries, err := s.tail.Poll()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	entries, err := s.tail.Poll() // under the lock: the follower and waiters poll at once
 	if err != nil {
 		s.lastErr = err
 	}
