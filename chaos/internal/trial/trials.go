@@ -178,9 +178,13 @@ func withNeighbours(m *Mark, form string, sc Scenario) *Mark {
 func markKill(b, f string) *Mark { return nil }
 
 func markPoison(b, f string) *Mark {
-	if f == "rowlock" {
+	switch {
+	case f == "rowlock":
 		return &Mark{Issue: 14, Reason: "a poison pill loops forever: a crash rolls the row-lock claim back (attempt never counted) and its whole batch is re-run",
 			Cats: cats(chaos.Stuck, chaos.Stall)}
+	case b == "sqlite" && f == "advisory":
+		return &Mark{Issue: 14, Intermittent: true, Cats: cats(chaos.Stuck, chaos.Stall),
+			Reason: "after a few poison crashes some rows can sit unclaimed for the rest of the drain (seen 1 run in 6; cause not yet found, reported to the lead)"}
 	}
 	return nil
 }
@@ -237,6 +241,9 @@ func markAMQP(trial, form string) *Mark {
 		return nil
 	case !quorum:
 		return &Mark{Issue: 25, Intermittent: true, Reason: lostAck, Cats: cats(chaos.Double)}
+	case trial == "poison":
+		return &Mark{Issue: 15, Intermittent: true, Cats: cats(chaos.NoCount, chaos.Wrong, chaos.Double, chaos.Stuck, chaos.Stall),
+			Reason: "poison crashes: prefetched neighbours count toward x-delivery-limit and are dead-lettered by the server without settle-retry-count; in 1 run of 6 the queue stopped delivering for the rest of the drain (cause not yet found, reported to the lead)"}
 	case trial == "restart":
 		return &Mark{Issue: 25, Intermittent: true, Cats: cats(chaos.Lost, chaos.NoCount, chaos.Wrong, chaos.Double),
 			Reason: "a broker restart mid-drain: the server's at-most-once dead-lettering can lose messages; crash returns count toward the delivery limit"}
