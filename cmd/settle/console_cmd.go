@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/settlehq/settle/cmd/settle/console"
+)
+
+// cmdConsole serves the web console over every --target (or the one target of --dsn etc.).
+func cmdConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := newCommon("console", stderr)
+	listen := c.fs.String("listen", envOr("SETTLE_LISTEN", "127.0.0.1:8080"), "address to serve on; other than loopback needs --token or --basic-auth (SETTLE_LISTEN)")
+	var targets stringList
+	if t := os.Getenv("SETTLE_TARGETS"); t != "" {
+		targets = strings.Fields(t)
+	}
+	c.fs.Var(&targets, "target", "a queue to show: DSN?table=…&queue=…&dead=…; repeat for several (SETTLE_TARGETS, space-separated)")
+	token := c.fs.String("token", os.Getenv("SETTLE_CONSOLE_TOKEN"), "require this bearer token (SETTLE_CONSOLE_TOKEN)")
+	basic := c.fs.String("basic-auth", os.Getenv("SETTLE_CONSOLE_BASIC_AUTH"), "require HTTP basic auth user:password (SETTLE_CONSOLE_BASIC_AUTH)")
+	refresh := c.fs.Duration("refresh", 5*time.Second, "how often the queues page reloads")
+	pos, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("settle console takes no arguments (got %q); name queues with --target", pos)
+	}
+	o := console.Options{Token: *token, BasicAuth: *basic, Refresh: *refresh,
+		Logger: slog.New(slog.NewTextHandler(stderr, nil))}
+	if err := console.CheckListen(*listen, o); err != nil {
+		return usageErr("%v", err)
+	}
+	var ts []target
+	for _, s := range targets {
+		t, err := parseTarget(s)
+		if err != nil {
+			return err
+		}
+		ts = append(ts, t)
+	}
+	if len(ts) == 0 {
+		t, err := c.target()
+		if err != nil {
+			return usageErr("settle console: name the queues to show with --target (or --dsn, --table, --queue, --dead): %v", err)
+		}
+		ts = append(ts, t)
+	}
+	var queues []console.Queue
+	for _, t := range ts {
+		q, closer, err := t.open(ctx)
+		if err != nil {
+			return fmt.Errorf("target %s: %w", t.name(), err)
+		}
+		defer closer.Close()
+		queues = append(queues, console.Queue{Name: t.name(), Ops: q})
+	}
+	h, err := console.New(queues, o)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("settle console: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "settle console: serving %d queue%s on http://%s/\n", len(queues), plural(len(queues)), ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/settlehq/settle/core/ops"
+	"github.com/settlehq/settle/core/sqlqueue"
+	mysql "github.com/settlehq/settle/dialect-mysql"
+	postgres "github.com/settlehq/settle/dialect-postgres"
+	sqlite "github.com/settlehq/settle/dialect-sqlite"
+	amqp "github.com/settlehq/settle/transport-amqp"
+)
+
+// target is one queue and its dead letter on one backend, as the flags, the environment or a
+// --target string name it.
+type target struct {
+	kind  string // sqlite, postgres, mysql, amqp
+	dsn   string // what the driver takes (settle's own parameters removed)
+	table string // SQL: the queue table
+	queue string // the group (SQL tables with a group column), or the AMQP queue
+	dead  string // the dead-letter group, table or queue
+	wait  []string
+}
+
+// settleParams are the query parameters of a --target string that belong to settle, not to
+// the driver.
+var settleParams = []string{"table", "queue", "dead", "waiting"}
+
+// parseTarget reads a --target string: a DSN or URL whose query may carry settle's own
+// parameters (table, queue, dead, waiting; waiting may repeat), e.g.
+// "sqlite:///var/lib/app/queue.db?table=jobs&queue=refunds&dead=refunds.dead".
+func parseTarget(s string) (target, error) {
+	base, query, _ := strings.Cut(s, "?")
+	var t target
+	if query != "" {
+		vals, err := url.ParseQuery(query)
+		if err != nil {
+			return t, usageErr("target %q: the query after ? is not key=value pairs: %v", redact(s), err)
+		}
+		t.table, t.queue, t.dead, t.wait = vals.Get("table"), vals.Get("queue"), vals.Get("dead"), vals["waiting"]
+		for _, k := range settleParams {
+			vals.Del(k)
+		}
+		if rest := vals.Encode(); rest != "" {
+			base += "?" + rest
+		}
+	}
+	var err error
+	t.kind, t.dsn, err = splitDSN(base)
+	return t, err
+}
+
+// splitDSN tells the backend from the DSN's scheme and returns what its driver takes.
+func splitDSN(dsn string) (kind, driverDSN string, err error) {
+	scheme, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		switch {
+		case strings.HasPrefix(dsn, "sqlite:"):
+			return "sqlite", strings.TrimPrefix(dsn, "sqlite:"), nil
+		case dsn == "":
+			return "", "", usageErr("no target: give --dsn (or SETTLE_DSN)")
+		}
+		return "", "", usageErr("DSN %q has no scheme: write sqlite:///path/to/file.db, postgres://…, mysql://user:pw@tcp(host:3306)/db or amqp://…", redact(dsn))
+	}
+	switch strings.ToLower(scheme) {
+	case "sqlite", "sqlite3", "file":
+		return "sqlite", rest, nil
+	case "postgres", "postgresql":
+		return "postgres", dsn, nil
+	case "mysql", "mariadb":
+		return "mysql", rest, nil // go-sql-driver's own form: user:pw@tcp(host:3306)/db?…
+	case "amqp", "amqps":
+		return "amqp", dsn, nil
+	}
+	return "", "", usageErr("DSN scheme %q is not one settle reads (sqlite, postgres, mysql, mariadb, amqp, amqps)", scheme)
+}
+
+// redact hides a password in a DSN for messages.
+func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
+	}
+	if at := strings.LastIndex(dsn, "@"); at > 0 {
+		if colon := strings.Index(dsn[:at], ":"); colon > 0 && !strings.Contains(dsn[:colon], "/") {
+			return dsn[:colon+1] + "xxxxx" + dsn[at:]
+		}
+	}
+	return dsn
+}
+
+// name is how the console and messages call the target.
+func (t target) name() string {
+	switch {
+	case t.kind == "amqp":
+		return t.queue
+	case t.queue != "":
+		return t.table + "/" + t.queue
+	}
+	return t.table
+}
+
+// errUnreachable marks a target whose backend could not be reached or opened (exit code 3).
+var errUnreachable = errors.New("cannot reach the backend")
+
+func unreachable(t target, err error) error {
+	return fmt.Errorf("%w: %s at %s: %w", errUnreachable, t.kind, redact(t.dsn), err)
+}
+
+// open connects to the target's backend and returns its ops.Queue; closing the Closer
+// disconnects.
+func (t target) open(ctx context.Context) (ops.Queue, io.Closer, error) {
+	switch t.kind {
+	case "amqp":
+		return t.openAMQP(ctx)
+	case "sqlite", "postgres", "mysql":
+		return t.openSQL(ctx)
+	}
+	return nil, nil, usageErr("no target: give --dsn (or SETTLE_DSN)")
+}
+
+func (t target) openAMQP(ctx context.Context) (ops.Queue, io.Closer, error) {
+	if t.queue == "" {
+		return nil, nil, usageErr("a RabbitMQ target needs its queue (--queue or SETTLE_QUEUE)")
+	}
+	if t.table != "" {
+		return nil, nil, usageErr("a RabbitMQ target has no table (--table %q)", t.table)
+	}
+	conn, err := amqp.URL(t.dsn)()
+	if err != nil {
+		return nil, nil, unreachable(t, err)
+	}
+	var opts []amqp.OpsOption
+	if len(t.wait) > 0 {
+		opts = append(opts, amqp.OpsWaitingQueues(t.wait...))
+	}
+	q, err := amqp.NewOps(ctx, conn, t.queue, t.dead, opts...)
+	if err != nil {
+		conn.Close()
+		return nil, nil, err
+	}
+	return q, conn, nil
+}
+
+// sqlDB is what the three dialects' pools give the engine.
+type sqlDB struct {
+	d      sqlqueue.Dialect
+	db     sqlqueue.DB
+	closer io.Closer
+}
+
+func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
+	if t.table == "" {
+		return nil, nil, usageErr("a %s target needs its queue table (--table or SETTLE_TABLE)", t.kind)
+	}
+	ref, err := sqlqueue.ParseTableRef(t.table)
+	if err != nil {
+		return nil, nil, usageErr("--table: %v", err)
+	}
+	var s sqlDB
+	switch t.kind {
+	case "sqlite":
+		path := t.dsn
+		if u, err := url.Parse("sqlite://" + t.dsn); err == nil && u.Path != "" && u.Host == "" {
+			path = u.Path
+		}
+		if _, err := os.Stat(path); err != nil {
+			// sqlite.Open would create an empty database: an operator's typo must not.
+			return nil, nil, unreachable(t, fmt.Errorf("no database file at %s (settle does not create one)", path))
+		}
+		db, err := sqlite.Open(path)
+		if err != nil {
+			return nil, nil, unreachable(t, err)
+		}
+		s = sqlDB{db.Dialect(), db.Queue(), db}
+	case "postgres":
+		db, err := postgres.Open(ctx, t.dsn)
+		if err != nil {
+			return nil, nil, unreachable(t, err)
+		}
+		if err := db.Pool().Ping(ctx); err != nil {
+			db.Close()
+			return nil, nil, unreachable(t, err)
+		}
+		s = sqlDB{db.Dialect(), db.SQL(), db}
+	case "mysql":
+		db, err := mysql.Open(ctx, t.dsn)
+		if err != nil {
+			return nil, nil, unreachable(t, err)
+		}
+		s = sqlDB{db.Dialect(), db, db}
+	}
+	tb, err := sqlqueue.DetectTable(ctx, s.d, s.db, ref)
+	if err == nil {
+		switch {
+		case tb.Columns.Group != "" && t.queue == "":
+			err = usageErr("table %s has a group column: name the queue's group (--queue or SETTLE_QUEUE)", ref)
+		case tb.Columns.Group == "" && t.queue != "" && t.queue != ref.String():
+			err = usageErr("table %s has no group column, so it is one queue: leave --queue out", ref)
+		}
+	}
+	var q *sqlqueue.Ops
+	if err == nil {
+		group := t.queue
+		if tb.Columns.Group == "" {
+			group = ""
+		}
+		q, err = sqlqueue.NewOps(ctx, s.d, s.db, tb, group, t.dead)
+	}
+	if err != nil {
+		s.closer.Close()
+		if errors.Is(err, ops.ErrTargetNotFound) || isUsage(err) {
+			return nil, nil, err
+		}
+		return nil, nil, unreachable(t, err)
+	}
+	return q, s.closer, nil
+}
