@@ -22,6 +22,10 @@ import (
 //     batch back and deletes it in one transaction, or moves it with one statement where the
 //     dialect is a Mover (PostgreSQL). A redriven row gets a new id in the queue table.
 //
+// Why a dead letter died is read from the headers column (core's dead-letter headers, which the
+// engine merges in when it moves a row) or, for a row without them, the last_error column.
+// Redrive clears last_error with the attempt count unless asked to keep them.
+//
 // Every statement is rendered once, by NewOps, with the dialect's quoting and placeholders.
 // Rows marked processed (processed_at) are neither counted nor listed.
 //
@@ -151,7 +155,8 @@ func DetectTable(ctx context.Context, d Dialect, q Queryer, ref TableRef) (Table
 	t := StandardTable(ref.Name)
 	t.Schema = ref.Schema
 	c := &t.Columns
-	for _, f := range []*string{&c.Group, &c.Attempt, &c.RetryAfter, &c.LockedUntil, &c.ProcessedAt, &c.Headers, &c.CreatedAt} {
+	c.LastError = "last_error" // not in StandardTable (older tables lack it): named when present
+	for _, f := range []*string{&c.LastError, &c.Group, &c.Attempt, &c.RetryAfter, &c.LockedUntil, &c.ProcessedAt, &c.Headers, &c.CreatedAt} {
 		if !have[*f] {
 			*f = ""
 		}
@@ -204,9 +209,12 @@ func (o *Ops) render() {
 	o.deadCount = "SELECT COUNT(*) FROM " + o.qdead + " WHERE " + o.deadWhere(a)
 	o.listArgs = a.args
 
-	att, h, created := "NULL", "NULL", "NULL"
+	att, h, created, lastErr := "NULL", "NULL", "NULL", "NULL"
 	if s.Attempt != "" {
 		att = s.Attempt
+	}
+	if s.LastError != "" {
+		lastErr = s.LastError
 	}
 	if s.Headers != "" {
 		h = s.Headers
@@ -214,7 +222,7 @@ func (o *Ops) render() {
 	if s.CreatedAt != "" {
 		created = s.CreatedAt
 	}
-	cols := s.ID + ", " + s.Payload + ", " + att + ", " + h + ", " + created
+	cols := s.ID + ", " + s.Payload + ", " + att + ", " + h + ", " + created + ", " + lastErr
 	n := len(a.args)
 	o.list = "SELECT " + cols + " FROM " + o.qdead + " WHERE " + o.deadWhere(&sqlArgs{d: d}) + " AND " + s.ID + " > " +
 		d.Placeholder(n+1) + " ORDER BY " + s.ID + " LIMIT " + d.Placeholder(n+2)
@@ -241,6 +249,9 @@ func (o *Ops) renderMoveGroup(keep bool) *inList {
 	set := s.Group + " = " + d.Placeholder(1)
 	if s.Attempt != "" && !keep {
 		set += ", " + s.Attempt + " = 0"
+	}
+	if s.LastError != "" && !keep {
+		set += ", " + s.LastError + " = NULL"
 	}
 	for _, c := range []string{s.RetryAfter, s.LockedUntil} {
 		if c != "" {
@@ -272,6 +283,10 @@ func (o *Ops) renderCopyBack(keep bool) *inList {
 		case "attempt":
 			if !keep {
 				e = "0"
+			}
+		case "last_error":
+			if !keep {
+				e = "NULL"
 			}
 		}
 		cols, exprs = append(cols, q), append(exprs, e)

@@ -18,7 +18,8 @@ type deadRow struct {
 	d  ops.DeadLetter
 }
 
-// scanDead reads rows of the listing columns: id, payload, attempt, headers, created_at.
+// scanDead reads rows of the listing columns: id, payload, attempt, headers, created_at,
+// last_error. The reason is the settle-error header, or last_error for a row without one.
 func (o *Ops) scanDead(rows Rows, dst []deadRow) ([]deadRow, error) {
 	defer rows.Close()
 	for rows.Next() {
@@ -27,8 +28,9 @@ func (o *Ops) scanDead(rows Rows, dst []deadRow) ([]deadRow, error) {
 			att     any
 			headers []byte
 			created any
+			lastErr any
 		)
-		if err := rows.Scan(&r.id, &r.d.Payload, &att, &headers, &created); err != nil {
+		if err := rows.Scan(&r.id, &r.d.Payload, &att, &headers, &created, &lastErr); err != nil {
 			return dst, err
 		}
 		r.d.ID = strconv.FormatInt(r.id, 10)
@@ -43,6 +45,12 @@ func (o *Ops) scanDead(rows Rows, dst []deadRow) ([]deadRow, error) {
 		}
 		if created != nil {
 			r.d.Created, _ = scanTime(created)
+		}
+		switch e := lastErr.(type) {
+		case string:
+			r.d.Reason = e
+		case []byte:
+			r.d.Reason = string(e)
 		}
 		if len(headers) > 0 {
 			if err := json.Unmarshal(headers, &r.d.Headers); err != nil {

@@ -24,8 +24,10 @@ type opsShape struct {
 
 func opsShapes() []opsShape {
 	grouped := sqlqueue.StandardTable("refunds")
+	grouped.Columns.LastError = "last_error"
 	plain := sqlqueue.StandardTable("jobs")
 	plain.Columns.Group = ""
+	plain.Columns.LastError = "last_error"
 	plainDead := plain
 	plainDead.Name = "jobs_dead"
 	return []opsShape{
@@ -54,6 +56,8 @@ func RunOps(t *testing.T, open Open) {
 			})
 			t.Run("StatsByState", func(t *testing.T) { testOpsStatsByState(t, open(t), sh) })
 			t.Run("RedriveProcessed", func(t *testing.T) { testOpsRedriveProcessed(t, open(t), sh) })
+			t.Run("EngineDeadLetter", func(t *testing.T) { testOpsEngineDeadLetter(t, open(t), sh) })
+			t.Run("ReasonFromLastError", func(t *testing.T) { testOpsLastError(t, open(t), sh) })
 		})
 	}
 	t.Run("Unmeasured", func(t *testing.T) { testOpsUnmeasured(t, open(t)) })
@@ -99,10 +103,11 @@ func opsBackend(t *testing.T, f *Fixture, sh opsShape) opstest.Backend {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The move to the dead letter keeps the row's attempt: the final count.
+			// The move to the dead letter keeps the row's attempt (the final count) and its
+			// last_error (the reason, which the dead-letter headers repeat).
 			info, _, _ := core.ParseDeadLetterInfo(h)
 			if err := f.Exec(e.ctx, "UPDATE "+d.Quote(sh.dead.Name)+" SET "+d.Quote("attempt")+" = "+d.Placeholder(1)+
-				" WHERE "+d.Quote("id")+" = "+d.Placeholder(2), info.Count, id); err != nil {
+				", "+d.Quote("last_error")+" = "+d.Placeholder(2)+" WHERE "+d.Quote("id")+" = "+d.Placeholder(3), info.Count, info.Error, id); err != nil {
 				t.Fatal(err)
 			}
 			return itoa(id)
@@ -116,6 +121,9 @@ func opsBackend(t *testing.T, f *Fixture, sh opsShape) opstest.Backend {
 			var out []opstest.Message
 			for _, r := range read(t, sh.table, sh.group) {
 				out = append(out, opstest.Message{Payload: r.Payload, Attempts: r.Attempt})
+				if r.Attempt == 0 && r.LastError != "" {
+					t.Errorf("redriven row %d has its attempts reset but keeps last_error %q", r.ID, r.LastError)
+				}
 			}
 			return out
 		},
@@ -284,5 +292,60 @@ func testOpsRedriveProcessed(t *testing.T, f *Fixture, sh opsShape) {
 	}
 	if s, err := o.Stats(e.ctx); err != nil || s.Dead != 0 || s.Ready != 0 {
 		t.Errorf("stats after processing: %+v, %v", s, err)
+	}
+}
+
+// testOpsEngineDeadLetter lets a lease subscription move a failing row to its dead letter and
+// reads why with Ops: the reason, origin and count the engine recorded.
+func testOpsEngineDeadLetter(t *testing.T, f *Fixture, sh opsShape) {
+	if f.Lease == nil {
+		t.Skip("the dialect has no lease form")
+	}
+	e := newEnv(t, f)
+	e.create(sh.table)
+	if sh.dead.Name != sh.table.Name {
+		e.create(sh.dead)
+	}
+	e.publish(e.publisher(sh.table, sh.group), Refund{Card: "down"})
+	a := e.app(clock.Real())
+	subscribe(e, a, e.endpoint(form{"lease", sqlqueue.FormLease, f.Lease}, sh.table, sh.group),
+		func(ctx context.Context, m *core.Message[Refund]) error {
+			return core.Retry().Because(errors.New("card processor timeout"))
+		}, core.DeadLetterAfter(2, sh.deadName))
+	stop := e.run(a)
+	e.rec.WaitFor(func(all []core.Settlement) bool {
+		return len(all) > 0 && all[len(all)-1].Verdict.Action == core.ActDeadLetter
+	})
+	stop()
+	page, err := newOps(t, f, sh).ListDead(e.ctx, ops.Filter{}, ops.Page{})
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("ListDead = %+v, %v; want the one dead letter", page, err)
+	}
+	d := page.Items[0]
+	if d.Count != 2 || d.Origin != sh.origin || d.DeadAt.IsZero() ||
+		d.Reason != "retry at attempt 2 of 2: card processor timeout" {
+		t.Errorf("the engine's dead letter reads count %d, origin %q, dead at %v, reason %q", d.Count, d.Origin, d.DeadAt, d.Reason)
+	}
+}
+
+// testOpsLastError reads the reason of a dead row without dead-letter headers from last_error.
+func testOpsLastError(t *testing.T, f *Fixture, sh opsShape) {
+	e := newEnv(t, f)
+	e.create(sh.table)
+	if sh.dead.Name != sh.table.Name {
+		e.create(sh.dead)
+	}
+	id := e.publish(e.publisher(sh.dead, sh.deadGroup()), Refund{Card: "old"})
+	d := f.Dialect
+	if err := f.Exec(e.ctx, "UPDATE "+d.Quote(sh.dead.Name)+" SET "+d.Quote("last_error")+" = "+d.Placeholder(1)+", "+
+		d.Quote("attempt")+" = 4 WHERE "+d.Quote("id")+" = "+d.Placeholder(2), "moved before headers were kept", id); err != nil {
+		t.Fatal(err)
+	}
+	got, err := newOps(t, f, sh).GetDead(e.ctx, itoa(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Reason != "moved before headers were kept" || got.Count != 4 || got.Origin != "" {
+		t.Errorf("dead row without headers: reason %q, count %d, origin %q", got.Reason, got.Count, got.Origin)
 	}
 }
