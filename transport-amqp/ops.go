@@ -40,7 +40,7 @@ import (
 // it has none (two copies of one message share an id, and are selected together).
 //
 // Redrive reads the dead-letter queue with basic.get on a confirm-mode channel and republishes
-// each selected message to its origin queue (its settle-origin header, or the x-death of a
+// each selected message (in windows of 100 in flight) to its origin queue (its settle-origin header, or the x-death of a
 // message the broker moved, or this queue) through the default exchange, mandatory, and
 // acknowledges the dead letter only once RabbitMQ has confirmed the copy and not returned it.
 // Interrupted at any point — the process killed, the connection cut — nothing is lost: a
@@ -392,8 +392,14 @@ type returner interface {
 // (mandatory): its origin queue does not exist. The dead letter stays.
 var ErrReturned = errors.New("the broker returned the copy as unroutable")
 
+// redriveWindow is how many copies Redrive has in flight before it waits for their
+// confirmations: one round trip per window instead of per message.
+const redriveWindow = 100
+
 // Redrive republishes the selected dead letters to their origin queues, each confirmed and
-// not returned before its dead letter is acknowledged (see Ops).
+// not returned before its dead letter is acknowledged (see Ops). Copies go out in windows of
+// redriveWindow; a window in which any copy is returned or nacked acknowledges none of its
+// dead letters (those whose copies were stored are then duplicated, never lost).
 func (o *Ops) Redrive(ctx context.Context, s ops.Selection, opt ops.RedriveOptions) (int, error) {
 	if err := s.Validate(); err != nil {
 		return 0, err
@@ -407,41 +413,68 @@ func (o *Ops) Redrive(ctx context.Context, s ops.Selection, opt ops.RedriveOptio
 	if !ok {
 		return 0, errors.New("amqp: Redrive needs a channel that reports returned messages (NotifyReturn), as amqp.Dial's do")
 	}
-	returns := rt.NotifyReturn(make(chan amqp091.Return, 1))
+	// The client blocks its reader on a full listener: room for a window's returns.
+	returns := rt.NotifyReturn(make(chan amqp091.Return, redriveWindow+1))
 	if err := r.ch.Confirm(false); err != nil {
 		return 0, fmt.Errorf("amqp: confirm mode for redriving: %w", err)
 	}
+	type inFlight struct {
+		tag uint64
+		id  string
+		to  string
+		dc  DeferredConfirmation
+	}
+	var window []inFlight
 	moved := 0
+	flush := func() error {
+		if len(window) == 0 {
+			return nil
+		}
+		for _, f := range window {
+			if err := waitConfirm(ctx, f.dc); err != nil {
+				return fmt.Errorf("amqp: redriving dead letter %s to queue %q: %w; it stays in %q", f.id, f.to, err, o.dead)
+			}
+		}
+		// A return is sent before the confirmation of its publishing, and the client hands it
+		// to the listener before it reads that confirmation: every return of the window is here.
+		select {
+		case ret := <-returns:
+			return fmt.Errorf("amqp: redriving dead letter %s to queue %q: %w (%d %s); it and the rest of its batch stay in %q",
+				ret.MessageId, ret.RoutingKey, ErrReturned, ret.ReplyCode, ret.ReplyText, o.dead)
+		default:
+		}
+		ids := make([]string, 0, len(window))
+		for _, f := range window {
+			if err := r.ch.Ack(f.tag, false); err != nil {
+				return fmt.Errorf("amqp: acknowledging redriven dead letter %s (its copy is in %q): %w", f.id, f.to, err)
+			}
+			moved++
+			ids = append(ids, f.id)
+		}
+		window = window[:0]
+		if opt.Moved != nil {
+			opt.Moved(ids)
+		}
+		return nil
+	}
 	err = o.selected(ctx, r, s, func(m *amqp091.Delivery, d ops.DeadLetter) error {
 		to := d.Origin
 		if to == "" || to == o.dead {
 			to = o.queue
 		}
-		msg := redriveCopy(m, opt.KeepAttempts)
-		dc, err := r.ch.PublishWithDeferredConfirmWithContext(ctx, "", to, true, false, msg)
-		if err == nil {
-			err = waitConfirm(ctx, dc)
-		}
+		dc, err := r.ch.PublishWithDeferredConfirmWithContext(ctx, "", to, true, false, redriveCopy(m, opt.KeepAttempts))
 		if err != nil {
 			return fmt.Errorf("amqp: redriving dead letter %s to queue %q: %w", d.ID, to, err)
 		}
-		// A return is sent before the confirmation of its publishing, and the client hands it to
-		// the buffered listener before it reads the confirmation: it is here by now if at all.
-		select {
-		case ret := <-returns:
-			return fmt.Errorf("amqp: redriving dead letter %s to queue %q: %w (%d %s); it stays in %q",
-				d.ID, to, ErrReturned, ret.ReplyCode, ret.ReplyText, o.dead)
-		default:
-		}
-		if err := r.ch.Ack(m.DeliveryTag, false); err != nil {
-			return fmt.Errorf("amqp: acknowledging redriven dead letter %s (its copy is in %q): %w", d.ID, to, err)
-		}
-		moved++
-		if opt.Moved != nil {
-			opt.Moved([]string{d.ID})
+		window = append(window, inFlight{tag: m.DeliveryTag, id: d.ID, to: to, dc: dc})
+		if len(window) == redriveWindow {
+			return flush()
 		}
 		return nil
 	})
+	if err == nil {
+		err = flush()
+	}
 	return moved, err
 }
 

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/rabbitmq/amqp091-go"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds the settle command once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "settle-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "settle")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = err
+			t.Logf("go build: %s", out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("building settle: %v", buildErr)
+	}
+	return binPath
+}
+
+// TestRedriveKilled kills `settle dead redrive --all` with SIGKILL while it moves thousands of
+// RabbitMQ dead letters, then counts with amqp091-go: every message is in the dead-letter
+// queue or back in its queue (at most one window of copies in flight in both), and a second redrive
+// finishes the job.
+func TestRedriveKilled(t *testing.T) {
+	f := rabbitFixture(t)
+	bin := binary(t)
+	const n = 1500
+	conn, err := amqp091.Dial(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	msgs := make([]amqp091.Publishing, n)
+	for i := range msgs {
+		msgs[i] = amqp091.Publishing{MessageId: "k-" + strconv.Itoa(i), Body: []byte(strconv.Itoa(i)), DeliveryMode: amqp091.Persistent,
+			Headers: amqpTable(deadHeaders(f.origin, "card processor timeout", 5))}
+	}
+	publishConfirmed(t, conn, f.args[5], msgs) // --dead's value
+
+	killAfter := 300
+	cmd := exec.Command(bin, append([]string{"dead", "redrive", "--all", "-v"}, f.args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	moved := 0
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "redriven ") {
+			moved++
+		}
+		if moved == killAfter {
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	err = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the redrive was not killed mid-way (reported %d moved): %v", moved, err)
+	}
+
+	back, dead := count(t, conn, f.origin), count(t, conn, f.args[5])
+	lost, dups := 0, 0
+	for i := range n {
+		id := "k-" + strconv.Itoa(i)
+		switch {
+		case back[id] == 0 && dead[id] == 0:
+			lost++
+		case back[id]+dead[id] > 1:
+			dups++
+		}
+	}
+	total := func(m map[string]int) (s int) {
+		for _, c := range m {
+			s += c
+		}
+		return s
+	}
+	t.Logf("killed after %d reported moves: %d back in the queue, %d still dead, %d lost, %d duplicated", moved, total(back), total(dead), lost, dups)
+	if lost > 0 {
+		t.Errorf("%d messages lost", lost)
+	}
+	if total(back) < killAfter || total(dead) == 0 {
+		t.Errorf("not killed mid-way: %d back, %d dead", total(back), total(dead))
+	}
+	if dups > 100 {
+		t.Errorf("%d messages duplicated; at most one window in flight (100) may be", dups)
+	}
+
+	// The second run finishes the job.
+	out, err := exec.Command(bin, append([]string{"dead", "redrive", "--all"}, f.args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("second redrive: %v\n%s", err, out)
+	}
+	back, dead = count(t, conn, f.origin), count(t, conn, f.args[5])
+	missing := 0
+	for i := range n {
+		if back["k-"+strconv.Itoa(i)] == 0 {
+			missing++
+		}
+	}
+	t.Logf("after the second redrive: %d in the queue (%d distinct), %d dead; %s", total(back), len(back), total(dead), strings.TrimSpace(string(out)))
+	if missing > 0 || total(dead) != 0 || total(back) > n+100 {
+		t.Errorf("after the second redrive: %d missing from the queue, %d still dead, %d in the queue (n = %d)", missing, total(dead), total(back), n)
+	}
+}
+
+// count reads every message of queue without taking it and counts them by message id.
+func count(t *testing.T, conn *amqp091.Connection, queue string) map[string]int {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	out := map[string]int{}
+	for {
+		m, ok, err := ch.Get(queue, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return out
+		}
+		out[m.MessageId]++
+	}
+}
