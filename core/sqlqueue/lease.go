@@ -26,9 +26,13 @@ type lease struct {
 	pipe      Pipeliner
 	pipeClaim *stmtClaim
 
-	// source side, used by Next only (core never calls Next concurrently)
+	// source side, used by Next (core never calls Next concurrently) and by giveBack when the
+	// subscription stops pulling
+	srcMu    sync.Mutex
 	cur      *leaseBatch
 	pos      int
+	stopping bool
+	watch    sync.Once
 	claimBuf []Claimed
 
 	mu          sync.Mutex
@@ -74,23 +78,36 @@ func newLease(rt *runtime) *lease {
 // Next hands out the next claimed delivery; when none is left it settles what has finished
 // and claims the next batch, in one transaction.
 func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
+	// Core stops pulling by cancelling this context, and may never call Next again: the rows
+	// claimed but not handed out go back at once, so that what has finished settles without
+	// waiting for them.
+	l.watch.Do(func() { context.AfterFunc(ctx, func() { _ = l.giveBack() }) })
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err // stopping: take nothing more, not even what is already claimed
 		}
+		l.srcMu.Lock()
 		if l.cur != nil && l.pos < len(l.cur.ds) {
 			d := &l.cur.ds[l.pos]
 			l.pos++
+			l.srcMu.Unlock()
 			return d, nil
 		}
 		l.cur = nil
+		l.srcMu.Unlock()
 		woken := l.rt.wake.wait()
 		b, err := l.flushAndClaim(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if b != nil {
+			l.srcMu.Lock()
 			l.cur, l.pos = b, 0
+			stopping := l.stopping
+			l.srcMu.Unlock()
+			if stopping { // stopped while claiming: hand nothing out
+				return nil, errors.Join(ctx.Err(), l.giveBack())
+			}
 			continue
 		}
 		if err := l.rt.waitReady(ctx, woken, nil); err != nil {
@@ -615,33 +632,46 @@ func (l *lease) extend() {
 	rt.log.Debug("sqlqueue: leases extended", "rows", len(held), "locked_until", tok)
 }
 
+// giveBack releases, at once, the leases of the deliveries claimed but never handed out, and
+// hands out nothing more.
+func (l *lease) giveBack() error {
+	l.srcMu.Lock()
+	l.stopping = true
+	var rest []*delivery
+	if l.cur != nil {
+		for i := l.pos; i < len(l.cur.ds); i++ {
+			rest = append(rest, &l.cur.ds[i])
+		}
+		l.cur = nil
+	}
+	l.srcMu.Unlock()
+	if len(rest) == 0 {
+		return nil
+	}
+	items := make([]item, len(rest))
+	for i, d := range rest {
+		items[i] = item{d: d, v: core.Verdict{Action: core.ActAbandon}}
+	}
+	lost := make([]bool, len(items))
+	l.flushMu.Lock()
+	err := l.flushEach(context.Background(), items, lost, l.rt.now())
+	l.flushMu.Unlock()
+	for _, it := range items {
+		it.d.mu.Lock()
+		it.d.settled = true
+		it.d.mu.Unlock()
+		l.forget(it.d)
+	}
+	l.rt.wake.notify() // the rows are ready again
+	l.poke()           // what is queued may now be all there is
+	return err
+}
+
 // Close releases the deliveries claimed but never handed out and stops the settler.
 func (l *lease) Close() error {
 	var err error
 	l.once.Do(func() {
-		var rest []*delivery
-		if l.cur != nil {
-			for i := l.pos; i < len(l.cur.ds); i++ {
-				rest = append(rest, &l.cur.ds[i])
-			}
-			l.cur = nil
-		}
-		if len(rest) > 0 {
-			items := make([]item, len(rest))
-			for i, d := range rest {
-				items[i] = item{d: d, v: core.Verdict{Action: core.ActAbandon}}
-			}
-			lost := make([]bool, len(items))
-			l.flushMu.Lock()
-			err = l.flushEach(context.Background(), items, lost, l.rt.now())
-			l.flushMu.Unlock()
-			for _, it := range items {
-				it.d.mu.Lock()
-				it.d.settled = true
-				it.d.mu.Unlock()
-				l.forget(it.d)
-			}
-		}
+		err = l.giveBack()
 		close(l.stop)
 		<-l.stopped
 		l.rt.closeListen()

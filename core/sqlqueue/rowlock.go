@@ -22,8 +22,10 @@ type rowLock struct {
 	claimBuf []Claimed
 	ready    chan struct{} // a batch may hand out its next row (transactional mode)
 
-	mu      sync.Mutex
-	batches []*rlBatch // batches with rows not yet handed out
+	mu       sync.Mutex
+	batches  []*rlBatch // batches with rows not yet handed out
+	stopping bool       // the subscription stopped pulling: no row is handed out any more
+	watch    sync.Once  // stop is armed on the first Next's context
 }
 
 type rlBatch struct {
@@ -43,6 +45,9 @@ func newRowLock(rt *runtime) *rowLock {
 }
 
 func (r *rowLock) Next(ctx context.Context) (core.Delivery, error) {
+	// Core stops pulling by cancelling this context, and may never call Next again (its
+	// workers may all be in handlers): a claim must not wait for rows it will never hand out.
+	r.watch.Do(func() { context.AfterFunc(ctx, r.stop) })
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err // stopping: take nothing more, not even what is already claimed
@@ -86,6 +91,36 @@ func (r *rowLock) handOut() *delivery {
 	return nil
 }
 
+// stop gives back, at once, the rows of every open claim that were never handed out: they are
+// left as they were, and a claim whose handed-out rows have all finished commits now instead
+// of when the source closes (which core does only after every settlement, so a claim holding
+// rows no worker will take would hold its finished rows' settlements until the shutdown
+// timeout).
+func (r *rowLock) stop() {
+	r.mu.Lock()
+	r.stopping = true
+	bs := r.batches
+	r.batches = nil
+	r.mu.Unlock()
+	r.giveBack(bs)
+}
+
+// giveBack ends the hand-out of batches: rows not handed out are left as they were, and a
+// batch with nothing else in flight commits (a claim with no finished row rolls back).
+func (r *rowLock) giveBack(bs []*rlBatch) {
+	ctx := context.Background()
+	for _, b := range bs {
+		b.mu.Lock()
+		b.left -= len(b.ds) - b.next
+		b.next = len(b.ds)
+		last := b.left == 0
+		b.mu.Unlock()
+		if last {
+			r.commit(ctx, b)
+		}
+	}
+}
+
 func (r *rowLock) claim(ctx context.Context) (int, error) {
 	rt := r.rt
 	p := ClaimParams{Now: rt.now(), Limit: rt.cfg.batch, Group: rt.q.group}
@@ -106,6 +141,11 @@ func (r *rowLock) claim(ctx context.Context) (int, error) {
 		b.ds[i].rb = b
 	}
 	r.mu.Lock()
+	if r.stopping { // stopped while claiming: hand nothing out
+		r.mu.Unlock()
+		r.giveBack([]*rlBatch{b})
+		return 0, nil
+	}
 	r.batches = append(r.batches, b)
 	r.mu.Unlock()
 	return len(b.ds), nil
@@ -249,21 +289,7 @@ func (r *rowLock) commit(ctx context.Context, b *rlBatch) {
 // Close gives back the rows claimed but never handed out: they are left as they were, and a
 // claim with nothing else in flight rolls back.
 func (r *rowLock) Close() error {
-	r.mu.Lock()
-	bs := r.batches
-	r.batches = nil
-	r.mu.Unlock()
-	ctx := context.Background()
-	for _, b := range bs {
-		b.mu.Lock()
-		b.left -= len(b.ds) - b.next
-		b.next = len(b.ds)
-		last := b.left == 0
-		b.mu.Unlock()
-		if last {
-			r.commit(ctx, b)
-		}
-	}
+	r.stop()
 	r.rt.closeListen()
 	return nil
 }

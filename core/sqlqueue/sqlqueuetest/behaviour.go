@@ -28,6 +28,8 @@ func RunBehaviour(t *testing.T, open Open) {
 			t.Run("short_delay", func(t *testing.T) { t.Parallel(); shortDelay(t, open(t), fm.f) })
 			t.Run("per_message", func(t *testing.T) { t.Parallel(); perMessage(t, open(t), fm.f) })
 			t.Run("tx_workers", func(t *testing.T) { t.Parallel(); txWorkers(t, open(t), fm.f) })
+			t.Run("stop_mid_batch", func(t *testing.T) { t.Parallel(); stopMidBatch(t, open(t), fm.f, false) })
+			t.Run("stop_mid_batch/tx", func(t *testing.T) { t.Parallel(); stopMidBatch(t, open(t), fm.f, true) })
 			if fm.f == sqlqueue.FormAdvisory {
 				t.Run("keys_serialise", func(t *testing.T) { t.Parallel(); keysSerialise(t, open(t), fm.f) })
 			}
@@ -415,5 +417,75 @@ func txWorkers(t *testing.T, f *Fixture, which sqlqueue.Form) {
 	}
 	if rows := e.rows(tb); len(rows) != 0 {
 		t.Errorf("rows left: %+v", rows)
+	}
+}
+
+// stopMidBatch: an App stopped while its one worker handles the second row of a claim of six
+// stops as soon as that handler returns, without waiting for its shutdown timeout (which the
+// virtual clock never reaches): the finished rows are settled and the four rows never handed
+// out are left as they were. In the row-lock form the claim's transaction committed only when
+// every claimed row had finished, and core closes the source (which gave the rest back) only
+// after every settlement: the App waited for the whole shutdown timeout.
+func stopMidBatch(t *testing.T, f *Fixture, which sqlqueue.Form, tx bool) {
+	e := newEnv(t, f)
+	tb, p := e.deletingQueue()
+	var ids []int64
+	for i := range 6 {
+		ids = append(ids, e.publish(p, Refund{Amount: i}))
+	}
+	entered := make(chan int, 6)
+	release := make(chan struct{})
+	// No linger: a lease-form flush timer armed while the App stops would pass for the
+	// shutdown timer that stopWhileHandling waits for.
+	opts := []core.Option{sqlqueue.BatchSize(6), sqlqueue.FlushLimits(100, 0)}
+	if tx {
+		e.createSide()
+		opts = append(opts, sqlqueue.Transactional())
+	}
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, which), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		if tx {
+			if err := writeSide(ctx, f.Dialect, m.ID()); err != nil {
+				return err
+			}
+		}
+		entered <- m.Payload.Amount
+		if m.Payload.Amount == 1 {
+			<-release
+		}
+		return nil
+	}, opts...)
+	stop := e.run(a)
+	waitFor(t, entered, "the first row")
+	if got := waitFor(t, entered, "the second row"); got != 1 {
+		t.Fatalf("second row handled: amount %d; want 1", got)
+	}
+	e.stopWhileHandling(stop, release)
+	s := e.rec.Settlements()
+	if len(s) != 2 {
+		t.Fatalf("settlements = %v; want the two handled rows", s)
+	}
+	for _, x := range s {
+		if x.Err != nil || x.Verdict.Action != core.ActAck {
+			t.Errorf("settlement of %s: %v, %v; want a durable ack", x.Delivery.ID(), x.Verdict, x.Err)
+		}
+	}
+	if n := len(e.logs.Find("settle: handlers ignored cancellation; closing backends under them (their messages return by rollback, lease or requeue)")); n != 0 {
+		t.Errorf("the App reported handlers that ignored cancellation; none was running")
+	}
+	rows := e.rows(tb)
+	if len(rows) != 4 {
+		t.Fatalf("rows = %+v; want the four rows never handed out", rows)
+	}
+	for i, r := range rows {
+		if r.ID != ids[i+2] {
+			t.Errorf("row %d left; want %d", r.ID, ids[i+2])
+		}
+		e.isNull("locked_until of a row never handed out", r.LockedUntil)
+	}
+	if tx {
+		if n := e.count(sideTable); n != 2 {
+			t.Errorf("%d side rows; want the two acked rows' writes", n)
+		}
 	}
 }
