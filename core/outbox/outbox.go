@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
@@ -314,10 +315,8 @@ func (o *Outbox) Record(ctx context.Context, q sqlqueue.Queryer, msgs ...Message
 		if o.dests != nil && !o.dests[m.Destination] {
 			return Batch{}, fmt.Errorf("outbox: unknown destination %q (not among outbox.Destinations of table %s)", m.Destination, o.t.Ref())
 		}
-		for _, k := range []string{HeaderID, HeaderBatch} {
-			if _, ok := m.Headers[k]; ok {
-				return Batch{}, fmt.Errorf("outbox: record %d of %d for %q: header %s is the outbox's own", i+1, len(msgs), m.Destination, k)
-			}
+		if err := checkHeaders(m.Headers); err != nil {
+			return Batch{}, fmt.Errorf("outbox: record %d of %d for %q: %w", i+1, len(msgs), m.Destination, err)
 		}
 		args := []any{m.Destination, m.Payload}
 		if o.t.Columns.Headers != "" {
@@ -346,6 +345,25 @@ func (o *Outbox) RecordJSON(ctx context.Context, q sqlqueue.Queryer, dest string
 		return Batch{}, fmt.Errorf("outbox: encoding a message for %q: %w", dest, err)
 	}
 	return o.Record(ctx, q, Message{Destination: dest, Payload: body, Headers: headers})
+}
+
+// checkHeaders refuses headers the outbox cannot relay as given: its own (HeaderID,
+// HeaderBatch), an empty name, and text that is not valid UTF-8 (the JSON column would keep
+// U+FFFD in its place).
+func checkHeaders(h map[string]string) error {
+	for k, v := range h {
+		switch {
+		case k == HeaderID || k == HeaderBatch:
+			return fmt.Errorf("header %s is the outbox's own", k)
+		case k == "":
+			return errors.New("a header with an empty name")
+		case !utf8.ValidString(k):
+			return fmt.Errorf("header name %q is not valid UTF-8", k)
+		case !utf8.ValidString(v):
+			return fmt.Errorf("the value of header %q is not valid UTF-8", k)
+		}
+	}
+	return nil
 }
 
 // encodeHeaders is the headers column's value: h as a JSON object, with the batch token.

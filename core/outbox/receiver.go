@@ -61,8 +61,8 @@ func (o *Outbox) settled(s core.Settlement) {
 	if !ok {
 		return
 	}
-	id, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || id <= 0 {
+	id, ok := parseRecordID(raw)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -105,8 +105,8 @@ func (o *Outbox) receive(next core.HandlerFunc) core.HandlerFunc {
 				"message_id", d.ID(), "attempt", d.Attempt())
 			return next(ctx, d)
 		}
-		id, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || id <= 0 {
+		id, ok := parseRecordID(raw)
+		if !ok {
 			o.log.Warn("outbox receiver: malformed "+HeaderID+" header; handled as a plain delivery",
 				"message_id", d.ID(), "attempt", d.Attempt(), "header", raw)
 			return next(ctx, d)
@@ -198,4 +198,19 @@ func (o *Outbox) markProcessed(ctx context.Context, q sqlqueue.Queryer, id int64
 		_, err = q.Exec(ctx, o.mark, id)
 	}
 	return err
+}
+
+// parseRecordID reads a settle-outbox-id header: a positive id spelled as the relay spells it
+// (decimal digits, no sign, no leading zero).
+func parseRecordID(s string) (int64, bool) {
+	if s == "" || len(s) > 19 || s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	return id, err == nil
 }

@@ -401,3 +401,55 @@ func TestReceiveWithoutPublisher(t *testing.T) {
 		t.Fatalf("o-worker booked %d times", ledger["o-worker"])
 	}
 }
+
+// TestRecordRefusesHeadersItCannotKeep: a header value that is not valid UTF-8 used to be
+// stored (and relayed) with U+FFFD in its place; it is refused when recording, as are the
+// outbox's own header names.
+func TestRecordRefusesHeadersItCannotKeep(t *testing.T) {
+	ctx := context.Background()
+	db := outboxDB(t)
+	box, err := outbox.New(db.Dialect(), db.Queue(), outbox.StandardTable(OutboxTable), &published{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []map[string]string{
+		{"tenant": "\xffacme"}, {"\xfe": "x"}, {outbox.HeaderID: "7"}, {outbox.HeaderBatch: "x"}, {"": "x"},
+	} {
+		if _, err := box.RecordJSON(ctx, db.Queue(), PayoutQueue, Payout{Order: "o"}, h); err == nil {
+			t.Errorf("headers %q were recorded", h)
+		}
+	}
+	if n := unpublished(t, db); n != 0 {
+		t.Fatalf("%d records written", n)
+	}
+}
+
+// TestRecordIDMustBeTheRelaysSpelling: a settle-outbox-id header "007" or "+7" is not the
+// relay's spelling of record 7: the delivery is a plain one (the handler runs, a warning is
+// logged), not a duplicate of processed record 7 acknowledged without the handler.
+func TestRecordIDMustBeTheRelaysSpelling(t *testing.T) {
+	r := start(t, filepath.Join(t.TempDir(), "o.db"))
+	ctx := context.Background()
+	if err := PlaceOrder(ctx, r.DB, r.Box, "o-7", 700); err != nil {
+		t.Fatal(err)
+	}
+	r.waitBooked(t, "o-7", 1)
+	var id int64
+	if err := r.DB.SQL().QueryRow(`SELECT id FROM outbox`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := sqlite.NewPublisher(r.DB, sqlqueue.StandardTable(QueueTable), PayoutQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, spelled := range []string{"00" + strconv.FormatInt(id, 10), "+" + strconv.FormatInt(id, 10)} {
+		order := "o-odd-" + strconv.Itoa(i)
+		if _, err := sqlqueue.Publish(ctx, pub, Payout{Order: order, Cents: 1}, sqlqueue.WithHeaders(map[string]string{outbox.HeaderID: spelled})); err != nil {
+			t.Fatal(err)
+		}
+		r.waitBooked(t, order, 1)
+	}
+	if n := len(r.logs.Find("outbox receiver: malformed settle-outbox-id header; handled as a plain delivery")); n != 2 {
+		t.Fatalf("%d malformed headers logged, want 2", n)
+	}
+}
