@@ -2,10 +2,12 @@ package natsjs
 
 import "time"
 
-// The lease of a delivery is the consumer's AckWait. Every delivery fetched and not yet settled
-// is on the consumer's lease list, and a loop on the App's clock sends +WPI (in progress) for
-// each of them every third of the AckWait, so that the server does not redeliver a message
-// whose handler is still working, or which waits in the fetched batch for a free worker.
+// The lease of a delivery is the consumer's AckWait. Every delivery handed out and not yet
+// settled is on the consumer's lease list, and a loop on the App's clock sends +WPI (in
+// progress) for each of them every third of the AckWait, so that the server does not redeliver
+// a message whose handler is still working. Before each round the loop also takes the messages
+// of the current fetch that wait for a free worker onto the list (takeWaiting): they arrived
+// after the last round, so the +WPI reaches them within a third of their AckWait.
 
 func (c *consumer) track(d *Delivery) {
 	c.leaseMu.Lock()
@@ -54,6 +56,7 @@ func (c *consumer) extend() {
 			return
 		case <-t.C():
 		}
+		c.takeWaiting()
 		n, failed := 0, 0
 		var firstErr error
 		c.leaseMu.Lock()

@@ -44,6 +44,7 @@ type queueConfig struct {
 
 	confirmAcks bool
 	fetchWait   time.Duration
+	fetchBatch  int
 }
 
 // Stream names the stream that holds the queue (default: the subject with '.', '*', '>' and
@@ -164,6 +165,20 @@ func MaxAckPending(n int) QueueOption {
 // message comes back) instead of passing silently. It costs a round trip per message.
 func ConfirmAcks() QueueOption {
 	return func(c *queueConfig) error { c.confirmAcks = true; return nil }
+}
+
+// FetchBatch sets how many messages one pull request asks for (default: the subscription's
+// core.Workers). Fetched messages wait for a free worker, leased (+WPI) all the while; a batch
+// larger than the worker count suits many short handlers, where a fetch per few messages would
+// cost more than the handling.
+func FetchBatch(n int) QueueOption {
+	return func(c *queueConfig) error {
+		if n < 1 {
+			return fmt.Errorf("natsjs.FetchBatch(%d): at least 1", n)
+		}
+		c.fetchBatch = n
+		return nil
+	}
 }
 
 // FetchWait sets how long one pull request waits on the server for messages

@@ -205,6 +205,7 @@ func TestBadInput(t *testing.T) {
 		{"bad durable", func() error { _, err := natsjs.NewQueue(c, "work", natsjs.Durable("")); return err }, "natsjs.Durable"},
 		{"replicas", func() error { _, err := natsjs.NewQueue(c, "work", natsjs.Replicas(7)); return err }, "natsjs.Replicas(7)"},
 		{"ack wait", func() error { _, err := natsjs.NewQueue(c, "work", natsjs.AckWait(time.Millisecond)); return err }, "natsjs.AckWait"},
+		{"fetch batch", func() error { _, err := natsjs.NewQueue(c, "work", natsjs.FetchBatch(0)); return err }, "natsjs.FetchBatch(0)"},
 		{"subjects", func() error { _, err := natsjs.NewQueue(c, "work", natsjs.StreamSubjects("other")); return err }, "do not capture"},
 		{"publish wildcard", func() error { _, err := natsjs.Publish(context.Background(), c, "work.*", 1); return err }, "wildcard"},
 		{"reserved header", func() error {
