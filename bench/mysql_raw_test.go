@@ -173,7 +173,7 @@ func myRawLease(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
 			var prev *batch
 			for {
 				next, settled, err := step(ctx, prev)
-				for tries := 0; err != nil && mysql.Transient(err) && tries < 5; tries++ {
+				for tries := 0; err != nil && mysql.IsTransient(err) && tries < 5; tries++ {
 					// A deadlock rolled the whole transaction back: the previous batch still
 					// holds its token, so settling and claiming again is the same step.
 					next, settled, err = step(ctx, prev)

@@ -45,7 +45,7 @@ type myContender struct {
 func myRaw(name string, loop myRawLoop, w, b int) myContender {
 	return myContender{name: name, conns: w, drain: func(ctx context.Context, db *mysql.DB, n int) (time.Duration, error) {
 		start := time.Now()
-		got, err := loop(ctx, db.Unwrap(), w, b)
+		got, err := loop(ctx, db.Pool(), w, b)
 		if err != nil {
 			return 0, err
 		}
@@ -128,12 +128,12 @@ func runMyRound(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.C
 				b.Fatal(err)
 			}
 			defer db.Close()
-			db.Unwrap().SetMaxOpenConns(c.conns + 2)
-			db.Unwrap().SetMaxIdleConns(c.conns + 2)
-			if _, err := db.Unwrap().ExecContext(ctx, myBenchDDL); err != nil {
+			db.Pool().SetMaxOpenConns(c.conns + 2)
+			db.Pool().SetMaxIdleConns(c.conns + 2)
+			if _, err := db.Pool().ExecContext(ctx, myBenchDDL); err != nil {
 				b.Fatal(err)
 			}
-			if err := mySeed(ctx, db.Unwrap(), n); err != nil {
+			if err := mySeed(ctx, db.Pool(), n); err != nil {
 				b.Fatal(err)
 			}
 			runtime.GC()
@@ -145,7 +145,7 @@ func runMyRound(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.C
 				b.Fatalf("%s: %v", c.name, err)
 			}
 			var left int
-			if err := db.Unwrap().QueryRowContext(ctx, "SELECT COUNT(*) FROM q").Scan(&left); err != nil {
+			if err := db.Pool().QueryRowContext(ctx, "SELECT COUNT(*) FROM q").Scan(&left); err != nil {
 				b.Fatal(err)
 			}
 			if left != 0 {

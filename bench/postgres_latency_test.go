@@ -47,11 +47,11 @@ func publishLatency(ctx context.Context, b *testing.B, s string, mode latencyMod
 		b.Fatal(err)
 	}
 	defer other.Close()
-	subDB, err := postgres.New(sub, postgres.Notify(mode.notify))
+	subDB, err := postgres.New(context.Background(), sub, postgres.Notify(mode.notify))
 	if err != nil {
 		b.Fatal(err)
 	}
-	pubDB, err := postgres.New(other, postgres.Notify(mode.notify))
+	pubDB, err := postgres.New(context.Background(), other, postgres.Notify(mode.notify))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func benchTable(s string) sqlqueue.Table {
 // n-th settlement is durable (the observer sees settlements after commit).
 func settleDrain(ctx context.Context, pool *pgxpool.Pool, s string, n, subs int,
 	ep func(*postgres.DB, sqlqueue.Table, string) (core.Endpoint, error), opts ...core.Option) (time.Duration, error) {
-	db, err := postgres.New(pool)
+	db, err := postgres.New(context.Background(), pool)
 	if err != nil {
 		return 0, err
 	}

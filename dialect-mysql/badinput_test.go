@@ -32,7 +32,7 @@ func TestBadTables(t *testing.T) {
 	db := openDB(t, s)
 	exec := func(q string) {
 		t.Helper()
-		if _, err := db.Unwrap().ExecContext(ctx, q); err != nil {
+		if _, err := db.Pool().ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -64,14 +64,14 @@ func TestBadTables(t *testing.T) {
 		t.Fatalf("retry_after TIMESTAMP(3): %v; want a ColumnError on retry_after", err)
 	}
 
-	db.Unwrap().SetMaxOpenConns(3)
+	db.Pool().SetMaxOpenConns(3)
 	ep, _ = Advisory(db, sqlqueue.Table{Name: "coarse"}, "")
 	_, _, err = ep.Open(ctx, core.Subscription{Name: "small", Options: &core.Options{Workers: 3},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err == nil || !strings.Contains(err.Error(), "needs 4 connections") || !strings.Contains(err.Error(), "allows 3") {
 		t.Fatalf("advisory with 3 workers on a pool of 3: %v; want a refusal naming both numbers", err)
 	}
-	db.Unwrap().SetMaxOpenConns(0)
+	db.Pool().SetMaxOpenConns(0)
 
 	long := strings.Repeat("t", 65)
 	for _, tb := range []sqlqueue.Table{{Name: long}, {Name: "q", Columns: sqlqueue.Columns{Attempt: long}}, {Schema: long, Name: "q"}} {
@@ -80,8 +80,8 @@ func TestBadTables(t *testing.T) {
 				t.Errorf("%s on %+v: %v; want a refusal naming the 64-character limit", name, tb, err)
 			}
 		}
-		if _, err := CreateTableSQL(tb); err == nil {
-			t.Errorf("CreateTableSQL(%+v) accepted a 65-character identifier", tb)
+		if _, err := TableDDL(tb); err == nil {
+			t.Errorf("TableDDL(%+v) accepted a 65-character identifier", tb)
 		}
 	}
 }
@@ -130,10 +130,10 @@ func TestConnectionDroppedMidFlight(t *testing.T) {
 		t.Fatalf("first attempt = %d", got)
 	}
 	var thread int64
-	if err := db.Unwrap().QueryRowContext(ctx, "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX LIMIT 1").Scan(&thread); err != nil {
+	if err := db.Pool().QueryRowContext(ctx, "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX LIMIT 1").Scan(&thread); err != nil {
 		t.Fatalf("finding the claim's connection: %v", err)
 	}
-	if _, err := db.Unwrap().ExecContext(ctx, "KILL ?", thread); err != nil {
+	if _, err := db.Pool().ExecContext(ctx, "KILL ?", thread); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
@@ -154,10 +154,10 @@ func TestConnectionDroppedMidFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	var left int
-	if err := db.Unwrap().QueryRowContext(ctx, "SELECT COUNT(*) FROM jobs WHERE id = ? AND processed_at IS NULL", id).Scan(&left); err != nil || left != 0 {
+	if err := db.Pool().QueryRowContext(ctx, "SELECT COUNT(*) FROM jobs WHERE id = ? AND processed_at IS NULL", id).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("row %d left unprocessed: %d, %v", id, left, err)
 	}
-	if st := db.Unwrap().Stats(); st.InUse != 0 {
+	if st := db.Pool().Stats(); st.InUse != 0 {
 		t.Fatalf("%d connections still checked out after the App stopped", st.InUse)
 	}
 }

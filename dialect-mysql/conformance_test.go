@@ -19,11 +19,11 @@ func fixture(s testServer, flavour Flavour) sqlqueuetest.Open {
 	return func(t *testing.T) *sqlqueuetest.Fixture {
 		db := openDB(t, s)
 		if flavour != 0 {
-			db.dialect = newDialect(flavour, db.Database())
+			db.dialect = newDialect(flavour, db.Database(), nil)
 		}
-		pool := db.Unwrap()
+		pool := db.Pool()
 		return &sqlqueuetest.Fixture{
-			DB:          db,
+			DB:          db.Queue(),
 			Dialect:     db.Dialect(),
 			CreateTable: db.CreateTable,
 			Exec: func(ctx context.Context, q string, args ...any) error {

@@ -72,7 +72,7 @@ func TestCrash(t *testing.T) {
 				"CREATE TABLE ledger (msg_id BIGINT NOT NULL, attempt INT NOT NULL, token DATETIME(6) NULL, pid INT NOT NULL)",
 				"CREATE TABLE journal (msg_id BIGINT NOT NULL, attempt INT NOT NULL, pid INT NOT NULL)",
 			} {
-				if _, err := db.Unwrap().ExecContext(ctx, ddl); err != nil {
+				if _, err := db.Pool().ExecContext(ctx, ddl); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -114,7 +114,7 @@ func TestCrash(t *testing.T) {
 					continue
 				}
 				var left int
-				if err := db.Unwrap().QueryRowContext(ctx, "SELECT COUNT(*) FROM jobs").Scan(&left); err != nil {
+				if err := db.Pool().QueryRowContext(ctx, "SELECT COUNT(*) FROM jobs").Scan(&left); err != nil {
 					t.Fatal(err)
 				}
 				if left == 0 {
@@ -126,7 +126,7 @@ func TestCrash(t *testing.T) {
 			var left, ledger, distinct, dupTokens, redelivered int
 			q := func(sql string, dst *int) {
 				t.Helper()
-				if err := db.Unwrap().QueryRowContext(ctx, sql).Scan(dst); err != nil {
+				if err := db.Pool().QueryRowContext(ctx, sql).Scan(dst); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -233,7 +233,7 @@ func TestCrashChild(t *testing.T) {
 	pid := os.Getpid()
 	h := func(ctx context.Context, m *core.Message[int]) error {
 		id, _ := sqlqueue.RowID(m.Delivery())
-		if _, err := db.Unwrap().ExecContext(ctx, "INSERT INTO journal VALUES (?, ?, ?)", id, m.Attempt(), pid); err != nil {
+		if _, err := db.Pool().ExecContext(ctx, "INSERT INTO journal VALUES (?, ?, ?)", id, m.Attempt(), pid); err != nil {
 			return err
 		}
 		if m.Payload%40 == 7 && int(blocked.Add(1)) <= block {

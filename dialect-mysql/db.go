@@ -6,10 +6,13 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
@@ -30,15 +33,46 @@ type DB struct {
 	txOpts   *sql.TxOptions // set when each transaction must ask for the isolation level itself
 	dialect  *dialect
 	rw       *rewriter
+	q        *queueDB
+	log      *slog.Logger
+	clock    clock.Clock
 }
 
-var _ sqlqueue.DB = (*DB)(nil)
+var _ core.Backend = (*DB)(nil)
 
-// Option configures a DB.
-type Option func(*dbOptions) error
+// Option configures Open or New.
+type Option func(*options) error
 
-type dbOptions struct {
-	iso sql.IsolationLevel
+// options are what the Options set.
+type options struct {
+	iso   sql.IsolationLevel
+	log   *slog.Logger
+	clock clock.Clock
+}
+
+// WithLogger sets the logger of the DB's own events (a claim run again after InnoDB chose it
+// as a deadlock victim, at debug level; an advisory unlock the server did not confirm, as a
+// warning); default: discard.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return errors.New("mysql.WithLogger(nil): no logger")
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// WithClock sets the default clock of the publishers NewPublisher makes (created_at, delays);
+// default: the wall clock. Subscriptions take the App's clock.
+func WithClock(c clock.Clock) Option {
+	return func(o *options) error {
+		if c == nil {
+			return errors.New("mysql.WithClock(nil): no clock")
+		}
+		o.clock = c
+		return nil
+	}
 }
 
 // Isolation sets the isolation level of every transaction settle begins: claims, settlements,
@@ -48,7 +82,7 @@ type dbOptions struct {
 // sql.LevelSerializable adds shared locks to plain reads in transactional handlers;
 // sql.LevelDefault leaves the server's setting alone. Other levels are refused.
 func Isolation(level sql.IsolationLevel) Option {
-	return func(o *dbOptions) error {
+	return func(o *options) error {
 		switch level {
 		case sql.LevelDefault, sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
 			o.iso = level
@@ -58,11 +92,11 @@ func Isolation(level sql.IsolationLevel) Option {
 	}
 }
 
-func buildOptions(opts []Option) (dbOptions, error) {
-	o := dbOptions{iso: sql.LevelReadCommitted}
+func buildOptions(fn string, opts []Option) (options, error) {
+	o := options{iso: sql.LevelReadCommitted, log: slog.New(slog.DiscardHandler), clock: clock.Real()}
 	for _, opt := range opts {
 		if opt == nil {
-			return o, errors.New("mysql: nil Option")
+			return o, fmt.Errorf("%s: nil option", fn)
 		}
 		if err := opt(&o); err != nil {
 			return o, err
@@ -84,7 +118,7 @@ func buildOptions(opts []Option) (dbOptions, error) {
 // round trip per statement instead of a prepare, an execute and a close, unless the DSN sets
 // interpolateParams itself.
 func Open(ctx context.Context, dsn string, opts ...Option) (*DB, error) {
-	o, err := buildOptions(opts)
+	o, err := buildOptions("mysql.Open", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +157,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newDB(pool, true, v, database, o.iso, nil), nil
+	return newDB(pool, true, v, database, o, nil), nil
 }
 
 func openConfig(cfg *gomysql.Config) (*sql.DB, error) {
@@ -143,9 +177,9 @@ func openConfig(cfg *gomysql.Config) (*sql.DB, error) {
 // avoids that cost.
 func New(ctx context.Context, pool *sql.DB, opts ...Option) (*DB, error) {
 	if pool == nil {
-		return nil, errors.New("mysql: New: nil *sql.DB")
+		return nil, errors.New("mysql.New: nil *sql.DB")
 	}
-	o, err := buildOptions(opts)
+	o, err := buildOptions("mysql.New", opts)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +194,7 @@ func New(ctx context.Context, pool *sql.DB, opts ...Option) (*DB, error) {
 	if o.iso != sql.LevelDefault {
 		txOpts = &sql.TxOptions{Isolation: o.iso}
 	}
-	return newDB(pool, false, v, database, o.iso, txOpts), nil
+	return newDB(pool, false, v, database, o, txOpts), nil
 }
 
 // checkFoundRows refuses a pool whose connections count changed rows instead of matched ones.
@@ -187,9 +221,11 @@ func checkFoundRows(ctx context.Context, pool *sql.DB) error {
 	return nil
 }
 
-func newDB(pool *sql.DB, owned bool, v Version, database string, iso sql.IsolationLevel, txOpts *sql.TxOptions) *DB {
-	db := &DB{pool: pool, owned: owned, version: v, database: database, iso: iso, txOpts: txOpts, rw: &rewriter{}}
-	db.dialect = newDialect(v.Flavour, database)
+func newDB(pool *sql.DB, owned bool, v Version, database string, o options, txOpts *sql.TxOptions) *DB {
+	db := &DB{pool: pool, owned: owned, version: v, database: database, iso: o.iso, txOpts: txOpts, rw: &rewriter{},
+		log: o.log, clock: o.clock}
+	db.dialect = newDialect(v.Flavour, database, o.log)
+	db.q = &queueDB{db: db}
 	return db
 }
 
@@ -216,9 +252,13 @@ func (db *DB) Version() Version { return db.version }
 // Database is the name of the database the DB's connections use (SELECT DATABASE()).
 func (db *DB) Database() string { return db.database }
 
-// Unwrap returns the *sql.DB underneath, e.g. to size the pool (SetMaxOpenConns) or to run the
+// Pool returns the *sql.DB underneath, e.g. to size the pool (SetMaxOpenConns) or to run the
 // service's own statements.
-func (db *DB) Unwrap() *sql.DB { return db.pool }
+func (db *DB) Pool() *sql.DB { return db.pool }
+
+// Queue returns the DB as the engine's connection surface (sqlqueue.DB), for custom engines,
+// outboxes and tests that use the engine's constructors directly.
+func (db *DB) Queue() sqlqueue.DB { return db.q }
 
 // Close closes the pool if Open created it; a pool given to New stays open.
 func (db *DB) Close() error {
@@ -228,34 +268,39 @@ func (db *DB) Close() error {
 	return nil
 }
 
+// queueDB is the engine's view of a DB (sqlqueue.DB).
+type queueDB struct{ db *DB }
+
+var _ sqlqueue.DB = (*queueDB)(nil)
+
 // Exec runs a statement on some connection of the pool.
-func (db *DB) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
-	return result(db.pool.ExecContext(ctx, db.rw.sql(q), args...))
+func (q *queueDB) Exec(ctx context.Context, s string, args ...any) (sqlqueue.Result, error) {
+	return result(q.db.pool.ExecContext(ctx, q.db.rw.sql(s), args...))
 }
 
 // Query runs a query on some connection of the pool.
-func (db *DB) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
-	return rowsOf(db.pool.QueryContext(ctx, db.rw.sql(q), args...))
+func (q *queueDB) Query(ctx context.Context, s string, args ...any) (sqlqueue.Rows, error) {
+	return rowsOf(q.db.pool.QueryContext(ctx, q.db.rw.sql(s), args...))
 }
 
 // Begin starts a transaction at the DB's isolation level; Unwrap on it returns the *sql.Tx.
-func (db *DB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
-	tx, err := db.pool.BeginTx(ctx, db.txOpts)
+func (q *queueDB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
+	tx, err := q.db.pool.BeginTx(ctx, q.db.txOpts)
 	if err != nil {
-		return nil, err
+		return nil, edgeErr(err)
 	}
-	return &txn{tx: tx, rw: db.rw, begin: db.beginSQL}, nil
+	return &txn{tx: tx, rw: q.db.rw, begin: q.db.beginSQL}, nil
 }
 
 func (db *DB) beginSQL(ctx context.Context) (*sql.Tx, error) { return db.pool.BeginTx(ctx, db.txOpts) }
 
 // Conn reserves one connection of the pool (advisory locks live on it).
-func (db *DB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
-	c, err := db.pool.Conn(ctx)
+func (q *queueDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
+	c, err := q.db.pool.Conn(ctx)
 	if err != nil {
-		return nil, err
+		return nil, edgeErr(err)
 	}
-	return &conn{c: c, txOpts: db.txOpts, rw: db.rw}, nil
+	return &conn{c: c, txOpts: q.db.txOpts, rw: q.db.rw}, nil
 }
 
 // txn is a transaction; rw is nil for a caller's transaction (InTx).
@@ -355,7 +400,7 @@ func (c *conn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows,
 func (c *conn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	tx, err := c.c.BeginTx(ctx, c.txOpts)
 	if err != nil {
-		return nil, err
+		return nil, edgeErr(err)
 	}
 	return &txn{tx: tx, rw: c.rw, begin: func(ctx context.Context) (*sql.Tx, error) { return c.c.BeginTx(ctx, c.txOpts) }}, nil
 }

@@ -31,7 +31,7 @@ func TestOpenSetsUpSessions(t *testing.T) {
 		if db.Version().Flavour.String() != s.name || db.dialect.Name() != s.name {
 			t.Fatalf("flavour %v, dialect %q; want %s", db.Version(), db.dialect.Name(), s.name)
 		}
-		tx, err := db.Begin(ctx)
+		tx, err := db.q.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestNewAsksForIsolationPerTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx, err := db.Begin(ctx)
+		tx, err := db.q.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,12 +126,12 @@ func TestColumnsFromCatalogue(t *testing.T) {
 	servers(t, func(t *testing.T, s testServer) {
 		ctx := context.Background()
 		db := openDB(t, s)
-		if _, err := db.Exec(ctx, `CREATE TABLE kinds (
+		if _, err := db.q.Exec(ctx, `CREATE TABLE kinds (
 			id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, grp VARCHAR(100), attempt INT,
 			retry_after DATETIME(6), locked_until DATETIME, headers JSON, created_at TIMESTAMP(3) NULL, price DECIMAL(10,2))`); err != nil {
 			t.Fatal(err)
 		}
-		cols, err := readColumns(ctx, db, sqlqueue.TableRef{Name: "kinds"})
+		cols, err := readColumns(ctx, db.q, sqlqueue.TableRef{Name: "kinds"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,12 +156,12 @@ func TestColumnsFromCatalogue(t *testing.T) {
 			}
 		}
 		for _, ref := range []sqlqueue.TableRef{{Name: "missing"}, {Schema: db.Database(), Name: "KINDS_missing"}} {
-			cols, err := db.dialect.Columns(ctx, db, ref)
+			cols, err := db.dialect.Columns(ctx, db.q, ref)
 			if err != nil || len(cols) != 0 {
 				t.Fatalf("Columns(%v) = %v, %v; want none", ref, cols, err)
 			}
 		}
-		cols2, err := db.dialect.Columns(ctx, db, sqlqueue.TableRef{Schema: db.Database(), Name: "kinds"})
+		cols2, err := db.dialect.Columns(ctx, db.q, sqlqueue.TableRef{Schema: db.Database(), Name: "kinds"})
 		if err != nil || len(cols2) != len(want) {
 			t.Fatalf("schema-qualified Columns = %v, %v", cols2, err)
 		}
@@ -174,16 +174,16 @@ func TestTimeTokenComparesExactly(t *testing.T) {
 	servers(t, func(t *testing.T, s testServer) {
 		ctx := context.Background()
 		db := openDB(t, s)
-		if _, err := db.Exec(ctx, "CREATE TABLE tok (id INT PRIMARY KEY, locked_until DATETIME(6))"); err != nil {
+		if _, err := db.q.Exec(ctx, "CREATE TABLE tok (id INT PRIMARY KEY, locked_until DATETIME(6))"); err != nil {
 			t.Fatal(err)
 		}
 		base := time.Date(2026, 11, 30, 1, 2, 3, 0, time.FixedZone("X", 3*3600))
 		for i, ns := range []int{0, 1000, 999999000, 123456789, 500} {
 			tok := base.Add(time.Duration(ns))
-			if _, err := db.Exec(ctx, "INSERT INTO tok VALUES (?, ?)", i, db.dialect.Time(tok)); err != nil {
+			if _, err := db.q.Exec(ctx, "INSERT INTO tok VALUES (?, ?)", i, db.dialect.Time(tok)); err != nil {
 				t.Fatal(err)
 			}
-			res, err := db.Exec(ctx, "UPDATE tok SET locked_until = NULL WHERE id = ? AND locked_until = ?", i, db.dialect.Time(tok))
+			res, err := db.q.Exec(ctx, "UPDATE tok SET locked_until = NULL WHERE id = ? AND locked_until = ?", i, db.dialect.Time(tok))
 			if err != nil || res.RowsAffected != 1 {
 				t.Fatalf("token %v (ns %d): fenced update matched %d rows, %v", tok, ns, res.RowsAffected, err)
 			}
@@ -200,17 +200,17 @@ func TestAdvisoryLocks(t *testing.T) {
 		ctx := context.Background()
 		db := openDB(t, s)
 		other := openDB(t, s) // another database on the same server
-		c1, err := db.Conn(ctx)
+		c1, err := db.q.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c1.Close()
-		c2, err := db.Conn(ctx)
+		c2, err := db.q.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c2.Close()
-		c3, err := other.Conn(ctx)
+		c3, err := other.q.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +232,7 @@ func TestAdvisoryLocks(t *testing.T) {
 		}
 		// The claim's candidate filter sees which keys are taken.
 		var free []int
-		rows, err := db.Query(ctx, "SELECT k FROM (SELECT 7 AS k UNION ALL SELECT 8) AS c WHERE IS_USED_LOCK("+lockNameSQL(db.dialect.lockPrefix, "CAST(c.k AS CHAR)")+") IS NULL")
+		rows, err := db.q.Query(ctx, "SELECT k FROM (SELECT 7 AS k UNION ALL SELECT 8) AS c WHERE IS_USED_LOCK("+lockNameSQL(db.dialect.lockPrefix, "CAST(c.k AS CHAR)")+") IS NULL")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,19 +273,19 @@ func TestAdvisoryLocks(t *testing.T) {
 	})
 }
 
-func TestTransient(t *testing.T) {
+func TestIsTransient(t *testing.T) {
 	s := mariadbServer(t)
 	ctx := context.Background()
 	db := openDB(t, s)
-	if _, err := db.Exec(ctx, "CREATE TABLE dl (id INT PRIMARY KEY, v INT)"); err != nil {
+	if _, err := db.q.Exec(ctx, "CREATE TABLE dl (id INT PRIMARY KEY, v INT)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(ctx, "INSERT INTO dl VALUES (1, 0), (2, 0)"); err != nil {
+	if _, err := db.q.Exec(ctx, "INSERT INTO dl VALUES (1, 0), (2, 0)"); err != nil {
 		t.Fatal(err)
 	}
 	// Two transactions lock 1 and 2 in opposite orders: InnoDB kills one with 1213.
-	t1, _ := db.Begin(ctx)
-	t2, _ := db.Begin(ctx)
+	t1, _ := db.q.Begin(ctx)
+	t2, _ := db.q.Begin(ctx)
 	defer t1.Rollback(ctx)
 	defer t2.Rollback(ctx)
 	if _, err := t1.Exec(ctx, "UPDATE dl SET v = 1 WHERE id = 1"); err != nil {
@@ -308,11 +308,11 @@ func TestTransient(t *testing.T) {
 	if dead == nil {
 		dead = err2
 	}
-	if !Transient(dead) {
-		t.Fatalf("deadlock error %v is not Transient", dead)
+	if !IsTransient(dead) {
+		t.Fatalf("deadlock error %v is not IsTransient", dead)
 	}
-	if Transient(errors.New("other")) || Transient(nil) {
-		t.Fatal("Transient of a plain error")
+	if IsTransient(errors.New("other")) || IsTransient(nil) {
+		t.Fatal("IsTransient of a plain error")
 	}
 }
 

@@ -2,12 +2,13 @@ package mysql
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
-// CreateTableSQL returns the DDL of a queue table described by t: the columns it names with
+// TableDDL returns the DDL of a queue table described by t: the columns it names with
 // MySQL types (times as DATETIME(6), so lease tokens and delays keep their microseconds), the
 // id as an auto-increment primary key, and an index for the claim. It is valid on MySQL 8 and
 // MariaDB (where JSON is an alias of LONGTEXT with a JSON check). For a table whose dead
@@ -28,7 +29,7 @@ import (
 //	  PRIMARY KEY (`id`),
 //	  KEY `refunds_ready` (`grp`, `processed_at`, `id`)
 //	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
-func CreateTableSQL(t sqlqueue.Table) (string, error) {
+func TableDDL(t sqlqueue.Table) (string, error) {
 	d := &dialect{flavour: MySQL}
 	if err := checkNames(t); err != nil {
 		return "", err
@@ -63,12 +64,14 @@ func CreateTableSQL(t sqlqueue.Table) (string, error) {
 	return "CREATE TABLE IF NOT EXISTS " + s.QTable + " (\n" + strings.Join(cols, ",\n") + "\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4", nil
 }
 
-// CreateTable creates the queue table t (if it does not exist) with CreateTableSQL.
+// CreateTable creates the queue table t (see TableDDL) if it does not exist.
 func (db *DB) CreateTable(ctx context.Context, t sqlqueue.Table) error {
-	ddl, err := CreateTableSQL(t)
+	ddl, err := TableDDL(t)
 	if err != nil {
 		return err
 	}
-	_, err = db.pool.ExecContext(ctx, ddl)
-	return err
+	if _, err := db.pool.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("mysql: create table %s: %w", t.Ref(), edgeErr(err))
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 type dialect struct {
 	flavour    Flavour
 	lockPrefix string // advisory lock names of this database start with it
+	log        *slog.Logger
 }
 
 var (
@@ -29,8 +31,11 @@ var (
 // skipLocked follows a claim's SELECT: rows another claim holds are passed over, not waited for.
 const skipLocked = " FOR UPDATE SKIP LOCKED"
 
-func newDialect(f Flavour, database string) *dialect {
-	return &dialect{flavour: f, lockPrefix: lockNamePrefix(database)}
+func newDialect(f Flavour, database string, log *slog.Logger) *dialect {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &dialect{flavour: f, lockPrefix: lockNamePrefix(database), log: log}
 }
 
 // Name is "mysql" or "mariadb".
@@ -120,14 +125,14 @@ func kindOf(dataType string) sqlqueue.ColumnKind {
 
 // RowLockClaim selects ready rows with FOR UPDATE SKIP LOCKED in the claim transaction.
 func (d *dialect) RowLockClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
-	return retryingClaim{sqlqueue.SelectClaim(s, skipLocked)}, nil
+	return retryingClaim{inner: sqlqueue.SelectClaim(s, skipLocked), log: d.log, table: s.Table.Ref()}, nil
 }
 
 // LeaseClaim selects ready rows with FOR UPDATE SKIP LOCKED, then stamps the token and
 // attempt + 1 on them with one UPDATE, in one short transaction (neither flavour has
 // UPDATE … RETURNING).
 func (d *dialect) LeaseClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
-	return retryingClaim{sqlqueue.SelectThenUpdateClaim(s, skipLocked)}, nil
+	return retryingClaim{inner: sqlqueue.SelectThenUpdateClaim(s, skipLocked), log: d.log, table: s.Table.Ref()}, nil
 }
 
 // claimRetries is how often a claim that lost a race for locks is run again in a fresh
@@ -141,7 +146,11 @@ const claimRetries = 5
 // engine settles finished deliveries and claims in one transaction); when they no longer
 // match the same rows, or a query preceded the claim, the error is returned to the engine,
 // which settles on its own and claims again later. Either way no handler sees it.
-type retryingClaim struct{ inner sqlqueue.Claim }
+type retryingClaim struct {
+	inner sqlqueue.Claim
+	log   *slog.Logger
+	table sqlqueue.TableRef
+}
 
 // claimRestarts counts restarted claims, for tests to report.
 var claimRestarts atomic.Int64
@@ -156,12 +165,13 @@ func (c retryingClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueu
 	start := len(dst)
 	for i := 0; ; i++ {
 		out, err := c.inner.Claim(ctx, tx, p, dst)
-		if err == nil || !restartable || i == claimRetries || !Transient(err) || ctx.Err() != nil {
+		if err == nil || !restartable || i == claimRetries || !IsTransient(err) || ctx.Err() != nil {
 			return out, err
 		}
 		clear(out[start:])
 		dst = out[:start]
 		claimRestarts.Add(1)
+		c.log.Debug("mysql: claim lost a race for row locks; running its transaction again", "table", c.table.String(), "try", i+1, "error", err)
 		if rerr := t.restart(ctx, prefix); rerr != nil {
 			return dst, fmt.Errorf("%w (restarting the claim's transaction after it failed: %v)", err, rerr)
 		}
@@ -202,13 +212,16 @@ func (d *dialect) Unlock(ctx context.Context, c sqlqueue.Conn, key string) error
 	}
 	_ = c.Discard()
 	if err != nil {
-		return fmt.Errorf("%w: RELEASE_LOCK(%q): %w", ErrUnlockUnconfirmed, name, err)
+		err = fmt.Errorf("%w: RELEASE_LOCK(%q): %w", ErrUnlockUnconfirmed, name, err)
+	} else {
+		res := "NULL (no such lock)"
+		if got != nil {
+			res = "0 (held by another session)"
+		}
+		err = fmt.Errorf("%w: RELEASE_LOCK(%q) returned %s", ErrUnlockUnconfirmed, name, res)
 	}
-	res := "NULL (no such lock)"
-	if got != nil {
-		res = "0 (held by another session)"
-	}
-	return fmt.Errorf("%w: RELEASE_LOCK(%q) returned %s", ErrUnlockUnconfirmed, name, res)
+	d.log.Warn("mysql: advisory unlock not confirmed; the connection was closed, which releases its locks", "lock", name, "error", err)
+	return err
 }
 
 // KeyText reads a key expression back as text.

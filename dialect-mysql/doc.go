@@ -48,9 +48,9 @@
 // the optimizer answers "DELETE … WHERE id IN (…)" with a scan that locks every row it reads.
 // The dialect therefore sends the engine's grouped settlements with FORCE INDEX (PRIMARY), and
 // checks at start-up that id is the table's primary key and that locked_until and retry_after
-// keep microseconds (DATETIME(6) or TIMESTAMP(6)); CreateTableSQL writes such a table. A claim
+// keep microseconds (DATETIME(6) or TIMESTAMP(6)); TableDDL writes such a table. A claim
 // that InnoDB picks as a deadlock victim (1213) or that waits too long for a lock (1205) is run
-// again in a fresh transaction inside the dialect (Transient), after the settlement statements
+// again in a fresh transaction inside the dialect (IsTransient), after the settlement statements
 // that preceded it in the same transaction are replayed and found to match the same rows; when
 // they do not, the error goes to the engine, which settles on its own and claims again after a
 // backoff. Either way no handler sees it and no row is lost. A statement whose connection the

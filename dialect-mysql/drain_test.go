@@ -28,7 +28,7 @@ func TestLeaseDrainByFourClaimants(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 20000
-	if _, err := db.Unwrap().ExecContext(ctx, "INSERT INTO jobs (payload) SELECT '1' FROM seq_1_to_20000"); err != nil {
+	if _, err := db.Pool().ExecContext(ctx, "INSERT INTO jobs (payload) SELECT '1' FROM seq_1_to_20000"); err != nil {
 		t.Fatal(err)
 	}
 	logs := &coretest.Logs{}
@@ -74,7 +74,7 @@ func TestLeaseDrainByFourClaimants(t *testing.T) {
 		}
 	}
 	var left int
-	if err := db.Unwrap().QueryRowContext(ctx, "SELECT COUNT(*) FROM jobs").Scan(&left); err != nil || left != 0 {
+	if err := db.Pool().QueryRowContext(ctx, "SELECT COUNT(*) FROM jobs").Scan(&left); err != nil || left != 0 {
 		t.Errorf("%d rows left (%v)", left, err)
 	}
 	t.Logf("%d messages drained; claims restarted after a deadlock or lock wait timeout: %d", n, claimRestarts.Load()-before)

@@ -19,7 +19,7 @@ func RowLock(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	if err := checkNames(t); err != nil {
 		return nil, err
 	}
-	ep, err := sqlqueue.NewRowLock(db.dialect, db, t, group)
+	ep, err := sqlqueue.NewRowLock(db.dialect, db.q, t, group)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +34,7 @@ func Lease(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	if err := checkNames(t); err != nil {
 		return nil, err
 	}
-	ep, err := sqlqueue.NewLease(db.dialect, db, t, group)
+	ep, err := sqlqueue.NewLease(db.dialect, db.q, t, group)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	if err := checkNames(t); err != nil {
 		return nil, err
 	}
-	ep, err := sqlqueue.NewAdvisory(db.dialect, db, t, group)
+	ep, err := sqlqueue.NewAdvisory(db.dialect, db.q, t, group)
 	if err != nil {
 		return nil, err
 	}
@@ -61,12 +61,13 @@ func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 }
 
 // NewPublisher returns a publisher into the queue table t (and group). On MariaDB the new
-// row's id comes back through INSERT … RETURNING, on MySQL through LAST_INSERT_ID().
+// row's id comes back through INSERT … RETURNING, on MySQL through LAST_INSERT_ID(). Its clock
+// is the DB's (WithClock) unless opts set one.
 func NewPublisher(db *DB, t sqlqueue.Table, group string, opts ...sqlqueue.PublisherOption) (*sqlqueue.Publisher, error) {
 	if err := checkNames(t); err != nil {
 		return nil, err
 	}
-	return sqlqueue.NewPublisher(db.dialect, db, t, group, opts...)
+	return sqlqueue.NewPublisher(db.dialect, db.q, t, group, append([]sqlqueue.PublisherOption{sqlqueue.PublishClock(db.clock)}, opts...)...)
 }
 
 // Tx returns the *sql.Tx of the delivery the handler is working on, in a subscription mounted
@@ -183,7 +184,7 @@ func (db *DB) checkCatalogue(ctx context.Context, t sqlqueue.Table, f sqlqueue.F
 		return &sqlqueue.ColumnError{Table: ref.String(), Column: id, Role: "id",
 			Reason: fmt.Sprintf("must be the table's primary key on its own (the primary key is %v): claims order by it and settlements find rows by it", pk)}
 	}
-	cols, err := readColumns(ctx, db, ref)
+	cols, err := readColumns(ctx, db.q, ref)
 	if err != nil {
 		return err
 	}

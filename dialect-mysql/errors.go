@@ -32,11 +32,11 @@ const (
 	errDeadlock        = 1213 // ER_LOCK_DEADLOCK: InnoDB chose this transaction as the deadlock victim
 )
 
-// Transient reports whether err is a deadlock (1213) or a lock wait timeout (1205): the
+// IsTransient reports whether err is a deadlock (1213) or a lock wait timeout (1205): the
 // statement lost a race for row locks, the server rolled back the statement or the whole
 // transaction, and running the transaction again from its start is the cure. Claims that fail
 // this way are retried, never reported to a handler.
-func Transient(err error) bool {
+func IsTransient(err error) bool {
 	var me *driver.MySQLError
 	if !errors.As(err, &me) {
 		return false

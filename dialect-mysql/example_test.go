@@ -12,10 +12,10 @@ import (
 
 // A queue table for one queue (no group column): ack deletes the row, and the dead letter is
 // a table with the same columns.
-func ExampleCreateTableSQL() {
+func ExampleTableDDL() {
 	t := sqlqueue.StandardTable("refunds")
 	t.Columns.Group, t.Columns.ProcessedAt = "", ""
-	ddl, err := mysql.CreateTableSQL(t)
+	ddl, err := mysql.TableDDL(t)
 	if err != nil {
 		log.Fatal(err)
 	}

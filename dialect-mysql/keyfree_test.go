@@ -36,10 +36,10 @@ func TestAdvisorySkipsKeysHeldElsewhere(t *testing.T) {
 		}
 	}
 	var first int64
-	if err := db.Unwrap().QueryRowContext(ctx, "SELECT MIN(id) FROM jobs").Scan(&first); err != nil {
+	if err := db.Pool().QueryRowContext(ctx, "SELECT MIN(id) FROM jobs").Scan(&first); err != nil {
 		t.Fatal(err)
 	}
-	other, err := db.Unwrap().Conn(ctx)
+	other, err := db.Pool().Conn(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func TestConcurrentClaimantsUnderLoad(t *testing.T) {
 			t.Logf("%s: %d messages acknowledged once each; claims restarted after a deadlock or lock wait timeout so far (all forms): %d",
 				f.name, len(acked), claimRestarts.Load())
 			var left int
-			if err := db.Unwrap().QueryRowContext(ctx, "SELECT COUNT(*) FROM jobs").Scan(&left); err != nil || left != 0 {
+			if err := db.Pool().QueryRowContext(ctx, "SELECT COUNT(*) FROM jobs").Scan(&left); err != nil || left != 0 {
 				t.Errorf("%d rows left in the queue (%v)", left, err)
 			}
 		})

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,7 @@ import (
 
 func TestRewriteShapes(t *testing.T) {
 	db := &DB{rw: &rewriter{}}
-	db.dialect = newDialect(MariaDB, "shop")
+	db.dialect = newDialect(MariaDB, "shop", nil)
 	db.rw.register(db, sqlqueue.StandardTable("jobs"))
 	other := sqlqueue.StandardTable("jobs")
 	other.Schema = "s"
@@ -60,7 +61,7 @@ func TestPinnedSettlementUsesPrimaryKey(t *testing.T) {
 	if err := db.CreateTable(ctx, tb); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Unwrap().ExecContext(ctx, "INSERT INTO jobs (payload) SELECT 'x' FROM seq_1_to_20"); err != nil {
+	if _, err := db.Pool().ExecContext(ctx, "INSERT INTO jobs (payload) SELECT 'x' FROM seq_1_to_20"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Lease(db, tb, ""); err != nil {
@@ -72,7 +73,7 @@ func TestPinnedSettlementUsesPrimaryKey(t *testing.T) {
 		args = append(args, i)
 	}
 	plan := func(sql string) string {
-		rows, err := db.Unwrap().QueryContext(ctx, "EXPLAIN "+sql, args...)
+		rows, err := db.Pool().QueryContext(ctx, "EXPLAIN "+sql, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +134,7 @@ func TestClaimRetriedAfterDeadlock(t *testing.T) {
 	if err := db.CreateTable(ctx, tb); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Unwrap().ExecContext(ctx, "INSERT INTO jobs (payload, grp) VALUES ('a', 'q'), ('b', 'q')"); err != nil {
+	if _, err := db.Pool().ExecContext(ctx, "INSERT INTO jobs (payload, grp) VALUES ('a', 'q'), ('b', 'q')"); err != nil {
 		t.Fatal(err)
 	}
 	schema, err := sqlqueue.NewSchema(db.dialect, tb)
@@ -145,7 +146,7 @@ func TestClaimRetriedAfterDeadlock(t *testing.T) {
 	lockWait := &gomysql.MySQLError{Number: errLockWaitTimeout, Message: "Lock wait timeout exceeded"}
 	p := sqlqueue.ClaimParams{Now: Epoch(), Limit: 10, Group: "q"}
 
-	if _, err := db.Unwrap().ExecContext(ctx, "CREATE TABLE side (n INT PRIMARY KEY)"); err != nil {
+	if _, err := db.Pool().ExecContext(ctx, "CREATE TABLE side (n INT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -168,10 +169,10 @@ func TestClaimRetriedAfterDeadlock(t *testing.T) {
 			meddle: "INSERT INTO side VALUES (7)", wantErr: deadlock, side: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := db.Unwrap().ExecContext(ctx, "DELETE FROM side"); err != nil {
+			if _, err := db.Pool().ExecContext(ctx, "DELETE FROM side"); err != nil {
 				t.Fatal(err)
 			}
-			tx, err := db.Begin(ctx)
+			tx, err := db.q.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,12 +192,12 @@ func TestClaimRetriedAfterDeadlock(t *testing.T) {
 			fake := &fakeClaim{n: c.fails, err: c.err, real: realClaim.(retryingClaim).inner}
 			if c.meddle != "" {
 				fake.onFail = func() {
-					if _, err := db.Unwrap().ExecContext(ctx, c.meddle); err != nil {
+					if _, err := db.Pool().ExecContext(ctx, c.meddle); err != nil {
 						t.Error(err)
 					}
 				}
 			}
-			got, err := retryingClaim{inner: fake}.Claim(ctx, tx, p, nil)
+			got, err := retryingClaim{inner: fake, log: slog.New(slog.DiscardHandler)}.Claim(ctx, tx, p, nil)
 			if c.wantErr != nil {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr.Error()) {
 					t.Fatalf("Claim = %v, %v; want %v", got, err, c.wantErr)
@@ -210,7 +211,7 @@ func TestClaimRetriedAfterDeadlock(t *testing.T) {
 				}
 			}
 			var n int
-			if err := db.Unwrap().QueryRowContext(ctx, "SELECT COUNT(*) FROM side").Scan(&n); err != nil || n != c.side {
+			if err := db.Pool().QueryRowContext(ctx, "SELECT COUNT(*) FROM side").Scan(&n); err != nil || n != c.side {
 				t.Fatalf("side holds %d rows (%v); want %d", n, err, c.side)
 			}
 		})

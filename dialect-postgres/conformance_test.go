@@ -31,10 +31,10 @@ func fixture(t *testing.T) *sqlqueuetest.Fixture { return fixtureWith(t) }
 func fixtureWith(t *testing.T, opts ...postgres.Option) *sqlqueuetest.Fixture {
 	e := setup(t, opts...)
 	return &sqlqueuetest.Fixture{
-		DB:      e.db.SQL(),
+		DB:      e.db.Queue(),
 		Dialect: e.db.Dialect(),
 		CreateTable: func(ctx context.Context, tb sqlqueue.Table) error {
-			return postgres.CreateTable(ctx, e.db, tb)
+			return e.db.CreateTable(ctx, tb)
 		},
 		Exec: func(ctx context.Context, sql string, args ...any) error {
 			_, err := e.pool.Exec(ctx, sql, args...)

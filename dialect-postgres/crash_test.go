@@ -48,7 +48,7 @@ func TestCrashChild(t *testing.T) {
 	schema, formName := os.Getenv(crashSchemaEnv), os.Getenv(crashFormEnv)
 	pool := newPool(t, schema, 16)
 	defer pool.Close()
-	db, err := postgres.New(pool)
+	db, err := postgres.New(context.Background(), pool)
 	if err != nil {
 		t.Fatal(err)
 	}

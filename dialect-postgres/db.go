@@ -52,66 +52,77 @@ var (
 	_ core.Starter = (*DB)(nil)
 )
 
-// Option configures a DB.
-type Option func(*DB) error
+// options are what the Options set.
+type options struct {
+	notify  bool
+	keyFunc string
+	log     *slog.Logger
+	clock   clock.Clock
+}
+
+// Option configures Open or New.
+type Option func(*options) error
 
 // Notify makes every publish through the DB send pg_notify in its transaction, and every
 // subscription opened on the DB listen for it, so that rows published by any process wake
 // the table's subscriptions at once instead of at their next poll (default false: polling,
 // plus immediate wake-ups for publishes in the same process).
-func Notify(on bool) Option { return func(db *DB) error { db.notify = on; return nil } }
+func Notify(on bool) Option { return func(o *options) error { o.notify = on; return nil } }
 
 // AdvisoryKeyFunc sets the SQL function that turns an advisory key (the row's key expression,
 // read as text) into the bigint that pg_try_advisory_lock takes; format has one %s for the
 // text (default "hashtextextended(%s, 0)").
 func AdvisoryKeyFunc(format string) Option {
-	return func(db *DB) error {
+	return func(o *options) error {
 		if strings.Count(format, "%s") != 1 || strings.Count(format, "%") != 1 {
 			return fmt.Errorf("postgres.AdvisoryKeyFunc(%q): the format needs exactly one %%s and no other verb", format)
 		}
-		db.keyFunc = format
+		o.keyFunc = format
 		return nil
 	}
 }
 
 // WithLogger sets the logger of the DB's own events (listener reconnects); default: discard.
 func WithLogger(l *slog.Logger) Option {
-	return func(db *DB) error {
+	return func(o *options) error {
 		if l == nil {
 			return errors.New("postgres.WithLogger(nil): no logger")
 		}
-		db.log = l
+		o.log = l
 		return nil
 	}
 }
 
-// WithClock sets the clock of the DB's own timed paths (the listener's reconnect backoff);
-// default: the wall clock. Subscriptions take the App's clock.
+// WithClock sets the clock of the DB's own timed paths (the listener's reconnect backoff) and
+// the default clock of the publishers NewPublisher makes (created_at, delays); default: the
+// wall clock. Subscriptions take the App's clock.
 func WithClock(c clock.Clock) Option {
-	return func(db *DB) error {
+	return func(o *options) error {
 		if c == nil {
 			return errors.New("postgres.WithClock(nil): no clock")
 		}
-		db.clock = c
+		o.clock = c
 		return nil
 	}
 }
 
-// New returns a DB over pool, which the caller keeps owning: Close leaves it open.
-func New(pool *pgxpool.Pool, opts ...Option) (*DB, error) {
+// New returns a DB over pool, which the caller keeps owning: Close leaves it open. New does
+// not contact the server (ctx is for the signature every dialect shares); Start, called by
+// App.Run for a registered DB, checks the server's version.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*DB, error) {
 	if pool == nil {
 		return nil, errors.New("postgres.New: nil pool")
 	}
-	db := &DB{pool: pool, keyFunc: "hashtextextended(%s, 0)",
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock.Real()}
-	for _, o := range opts {
-		if o == nil {
+	o := options{keyFunc: "hashtextextended(%s, 0)", log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock.Real()}
+	for _, opt := range opts {
+		if opt == nil {
 			return nil, errors.New("postgres.New: nil option")
 		}
-		if err := o(db); err != nil {
+		if err := opt(&o); err != nil {
 			return nil, err
 		}
 	}
+	db := &DB{pool: pool, notify: o.notify, keyFunc: o.keyFunc, log: o.log, clock: o.clock}
 	db.adapter = &poolDB{pool: pool}
 	d := newDialect(db.keyFunc)
 	if db.notify {
@@ -123,13 +134,14 @@ func New(pool *pgxpool.Pool, opts ...Option) (*DB, error) {
 }
 
 // Open connects a pool to url (a PostgreSQL URL or key=value DSN; pool settings such as
-// pool_max_conns go in it) and returns a DB that owns it: Close closes the pool.
+// pool_max_conns go in it) and returns a DB that owns it: Close closes the pool. Like New it
+// does not wait for the server; Start checks it.
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres.Open: %w", err)
 	}
-	db, err := New(pool, opts...)
+	db, err := New(ctx, pool, opts...)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -145,8 +157,9 @@ func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 // with the engine's sqlqueue constructors.
 func (db *DB) Dialect() sqlqueue.Dialect { return db.dialect }
 
-// SQL returns the DB as the engine's connection surface (sqlqueue.DB).
-func (db *DB) SQL() sqlqueue.DB { return db.adapter }
+// Queue returns the DB as the engine's connection surface (sqlqueue.DB), for custom engines,
+// outboxes and tests that use the engine's constructors directly.
+func (db *DB) Queue() sqlqueue.DB { return db.adapter }
 
 // Start checks that the server answers and is PostgreSQL 11 or later.
 func (db *DB) Start(ctx context.Context) error {

@@ -41,8 +41,8 @@ func TestTransient(t *testing.T) {
 		{&pgconn.PgError{Code: "55P03"}, true},
 		{&pgconn.PgError{Code: "23505"}, false},
 	} {
-		if got := Transient(c.err); got != c.want {
-			t.Errorf("Transient(%v) = %t; want %t", c.err, got, c.want)
+		if got := IsTransient(c.err); got != c.want {
+			t.Errorf("IsTransient(%v) = %t; want %t", c.err, got, c.want)
 		}
 	}
 }

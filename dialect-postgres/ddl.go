@@ -67,7 +67,7 @@ func TableDDL(t sqlqueue.Table) (string, error) {
 }
 
 // CreateTable creates the queue table t (see TableDDL) if it does not exist.
-func CreateTable(ctx context.Context, db *DB, t sqlqueue.Table) error {
+func (db *DB) CreateTable(ctx context.Context, t sqlqueue.Table) error {
 	ddl, err := TableDDL(t)
 	if err != nil {
 		return err

@@ -46,7 +46,7 @@
 //
 // Errors of statements whose connection was closed under them (a terminated backend, a server
 // restart) match ErrConnLost: the server rolled back that connection's transaction and released
-// its locks, so nothing settled and the rows come back. Transient tells a handler which of its
+// its locks, so nothing settled and the rows come back. IsTransient tells a handler which of its
 // own database errors are worth a retry.
 //
 // Start (called by App.Run) refuses servers older than PostgreSQL 11, with the version in the

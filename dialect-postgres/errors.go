@@ -44,13 +44,13 @@ const (
 	codeDivisionByZero       = "22012" // a pipelined step's row count check (conn.go)
 )
 
-// Transient reports whether err is a PostgreSQL error after which the same work can succeed if
+// IsTransient reports whether err is a PostgreSQL error after which the same work can succeed if
 // it is tried again: a serialization failure or deadlock (the transaction was rolled back), a
 // lock that was not available, a server shutting down or starting, or a statement pgx never
 // sent (pgconn.SafeToRetry). A handler that meets one returns core.Retry() (or RetryAfter)
 // rather than failing for good; the delivery's own transaction, in transactional mode, is
 // rolled back by that outcome.
-func Transient(err error) bool {
+func IsTransient(err error) bool {
 	if err == nil {
 		return false
 	}

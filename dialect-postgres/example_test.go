@@ -36,7 +36,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	table := sqlqueue.StandardTable("refunds_queue")
-	if err := postgres.CreateTable(ctx, db, table); err != nil {
+	if err := db.CreateTable(ctx, table); err != nil {
 		log.Fatal(err)
 	}
 

@@ -19,7 +19,7 @@ func TestPipeline(t *testing.T) {
 	if _, err := e.pool.Exec(ctx, `INSERT INTO p SELECT g, 0 FROM generate_series(1, 5) g`); err != nil {
 		t.Fatal(err)
 	}
-	pl, ok := e.db.SQL().(sqlqueue.Pipeliner)
+	pl, ok := e.db.Queue().(sqlqueue.Pipeliner)
 	if !ok {
 		t.Fatal("the PostgreSQL DB is not a sqlqueue.Pipeliner")
 	}

@@ -63,7 +63,7 @@ func otherPublisher(t *testing.T, e *env) *sqlqueue.Publisher {
 	t.Helper()
 	pool := newPool(t, e.schema, 2)
 	t.Cleanup(pool.Close)
-	db, err := postgres.New(pool, postgres.Notify(true))
+	db, err := postgres.New(context.Background(), pool, postgres.Notify(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 	t.Run("advisory key func", func(t *testing.T) {
-		if _, err := postgres.New(e.pool, postgres.AdvisoryKeyFunc("hashtext(%s)::bigint + %d")); err == nil {
+		if _, err := postgres.New(context.Background(), e.pool, postgres.AdvisoryKeyFunc("hashtext(%s)::bigint + %d")); err == nil {
 			t.Fatal("a key function with two verbs was accepted")
 		}
 	})
@@ -348,7 +348,7 @@ func TestBadInput(t *testing.T) {
 func TestNamedSchema(t *testing.T) {
 	e := setup(t)
 	pool := newPool(t, "", 12) // search_path: the server's default, not the test's schema
-	db, err := postgres.New(pool, postgres.Notify(true))
+	db, err := postgres.New(context.Background(), pool, postgres.Notify(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestNamedSchema(t *testing.T) {
 	tb.Schema, dead.Schema = e.schema, e.schema
 	ctx := context.Background()
 	for _, x := range []sqlqueue.Table{tb, dead} {
-		if err := postgres.CreateTable(ctx, db, x); err != nil {
+		if err := db.CreateTable(ctx, x); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -388,7 +388,7 @@ func TestNamedSchema(t *testing.T) {
 	idle(t, v, 2)
 	other := newPool(t, "", 2)
 	defer other.Close()
-	odb, err := postgres.New(other, postgres.Notify(true))
+	odb, err := postgres.New(context.Background(), other, postgres.Notify(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func setup(t testing.TB, opts ...postgres.Option) *env {
 		t.Fatalf("create schema: %v", err)
 	}
 	e.pool = newPool(t, e.schema, 12)
-	db, err := postgres.New(e.pool, opts...)
+	db, err := postgres.New(context.Background(), e.pool, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func benchTable() sqlqueue.Table {
 // benchDB returns a fresh database holding n ready rows.
 func benchDB(b *testing.B, s Sync, n int) (*DB, sqlqueue.Table) {
 	b.Helper()
-	db, err := Open(filepath.Join(b.TempDir(), "bench.db"), Synchronous(s))
+	db, err := Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), Synchronous(s))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func benchDB(b *testing.B, s Sync, n int) (*DB, sqlqueue.Table) {
 	if err := db.CreateTable(ctx, t); err != nil {
 		b.Fatal(err)
 	}
-	tx, err := db.SQL().Begin()
+	tx, err := db.Pool().Begin()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func drainService(b *testing.B, db *DB, t sqlqueue.Table, n int) {
 // lease form does.
 func drainRaw(b *testing.B, s Sync, n int, merged bool) (float64, float64) {
 	db, _ := benchDB(b, s, n)
-	sdb := db.SQL()
+	sdb := db.Pool()
 	ctx := context.Background()
 	lease := 30 * time.Second
 	claim := `UPDATE "q" SET "locked_until" = ?, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "q" WHERE "grp" = ? AND ` +
@@ -197,8 +197,8 @@ func drainRaw(b *testing.B, s Sync, n int, merged bool) (float64, float64) {
 	var pending []any // merged: the previous batch, settled with the next claim
 	for left > 0 {
 		now := time.Now().UTC()
-		tok := (&Dialect{}).Time(now.Add(lease))
-		nowS := (&Dialect{}).Time(now)
+		tok := (&dialect{}).Time(now.Add(lease))
+		nowS := (&dialect{}).Time(now)
 		tx := begin()
 		if len(pending) > 0 {
 			settle(tx, pending)

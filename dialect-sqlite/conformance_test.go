@@ -16,14 +16,14 @@ import (
 // test-only: SQLite has no row locks, so the claim transaction (BEGIN IMMEDIATE) holds the
 // whole database's write lock until its rows settle, which serialises claimants. The package
 // itself offers no row-lock constructor.
-type rowLockForTest struct{ *Dialect }
+type rowLockForTest struct{ sqlqueue.Dialect }
 
 func (rowLockForTest) RowLockClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
 	return sqlqueue.SelectClaim(s, ""), nil
 }
 
 func openFixture(t *testing.T) *sqlqueuetest.Fixture {
-	db, err := Open(filepath.Join(t.TempDir(), "q.db"))
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "q.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,16 +33,16 @@ func openFixture(t *testing.T) *sqlqueuetest.Fixture {
 		Dialect:     db.Dialect(),
 		CreateTable: db.CreateTable,
 		Exec: func(ctx context.Context, q string, args ...any) error {
-			_, err := db.SQL().ExecContext(ctx, q, args...)
+			_, err := db.Pool().ExecContext(ctx, q, args...)
 			return err
 		},
 		Count: func(ctx context.Context, table string) (int, error) {
 			var n int
-			err := db.SQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM "`+table+`"`).Scan(&n)
+			err := db.Pool().QueryRowContext(ctx, `SELECT COUNT(*) FROM "`+table+`"`).Scan(&n)
 			return n, err
 		},
 		Rows: func(ctx context.Context, t sqlqueue.Table) ([]sqlqueuetest.Row, error) {
-			return readRows(ctx, db.SQL(), t)
+			return readRows(ctx, db.Pool(), t)
 		},
 		Lease:    func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Lease(db, t, g) },
 		Advisory: func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Advisory(db, t, g) },

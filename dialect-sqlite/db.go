@@ -3,8 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -14,6 +17,7 @@ import (
 	"github.com/mattn/go-sqlite3"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
@@ -28,72 +32,127 @@ const (
 	Normal Sync = "NORMAL"
 )
 
-// DB is an open SQLite database with settle's settings; register it with the App
-// (app.Register(db)) so that it closes after the subscriptions.
+// DB is settle's handle on one SQLite database file: a database/sql pool over
+// mattn/go-sqlite3 and the dialect that spells statements for it. Register it with the App
+// (app.Register(db)) so that it closes after the subscriptions; every endpoint and publisher
+// of the file shares it.
 type DB struct {
-	sql     *sql.DB
+	pool    *sql.DB
+	owned   bool
 	q       sqlqueue.DB
 	path    string
-	dialect *Dialect
+	dialect *dialect
+	log     *slog.Logger
+	clock   clock.Clock
 }
 
-type config struct {
+var _ core.Backend = (*DB)(nil)
+
+// options are what the Options set.
+type options struct {
 	sync    Sync
 	busy    time.Duration
 	maxOpen int
+	log     *slog.Logger
+	clock   clock.Clock
+	// openOnly names the options given that configure a pool Open makes (New refuses them).
+	openOnly []string
 }
 
-// Option configures Open.
-type Option func(*config) error
+// Option configures Open or New.
+type Option func(*options) error
 
-// Synchronous sets the synchronous mode (default Full).
+// Synchronous sets the synchronous mode of a pool Open makes (default Full).
 func Synchronous(s Sync) Option {
-	return func(c *config) error {
+	return func(o *options) error {
 		if s != Full && s != Normal {
 			return fmt.Errorf("sqlite.Synchronous(%q): want sqlite.Full or sqlite.Normal", string(s))
 		}
-		c.sync = s
+		o.sync = s
+		o.openOnly = append(o.openOnly, "sqlite.Synchronous")
 		return nil
 	}
 }
 
-// BusyTimeout sets how long a statement waits for the write lock (default 5 s).
+// BusyTimeout sets how long a statement of a pool Open makes waits for the write lock, and
+// how long Open itself waits for another process that is setting the file up (default 5 s).
 func BusyTimeout(d time.Duration) Option {
-	return func(c *config) error {
+	return func(o *options) error {
 		if d <= 0 {
 			return fmt.Errorf("sqlite.BusyTimeout(%v): must be positive", d)
 		}
-		c.busy = d
+		o.busy = d
+		o.openOnly = append(o.openOnly, "sqlite.BusyTimeout")
 		return nil
 	}
 }
 
-// MaxOpenConns bounds the connection pool (default 0: unbounded). Each advisory-form worker
-// holds one connection.
+// MaxOpenConns bounds the connection pool Open makes (default 0: unbounded). Each
+// advisory-form worker holds one connection.
 func MaxOpenConns(n int) Option {
-	return func(c *config) error {
+	return func(o *options) error {
 		if n < 0 {
 			return fmt.Errorf("sqlite.MaxOpenConns(%d): must not be negative", n)
 		}
-		c.maxOpen = n
+		o.maxOpen = n
+		o.openOnly = append(o.openOnly, "sqlite.MaxOpenConns")
 		return nil
 	}
 }
 
-// Open opens (creating it if needed) the SQLite file at path. An in-memory database is
-// refused: every connection of the pool would see a database of its own.
-func Open(path string, opts ...Option) (*DB, error) {
+// WithLogger sets the logger of the DB's own events (Open waiting for another process that
+// holds the file, a write that waited past the busy timeout for its turn); default: discard.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return errors.New("sqlite.WithLogger(nil): no logger")
+		}
+		o.log = l
+		return nil
+	}
+}
+
+// WithClock sets the clock of the DB's own timed paths (Open's waits for a locked file) and
+// the default clock of the publishers NewPublisher makes (created_at, delays); default: the
+// wall clock. Subscriptions take the App's clock.
+func WithClock(c clock.Clock) Option {
+	return func(o *options) error {
+		if c == nil {
+			return errors.New("sqlite.WithClock(nil): no clock")
+		}
+		o.clock = c
+		return nil
+	}
+}
+
+func buildOptions(fn string, opts []Option) (options, error) {
+	o := options{sync: Full, busy: 5 * time.Second, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock.Real()}
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%s: nil option", fn)
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// Open opens (creating it if needed) the SQLite file at path and returns a DB that owns its
+// pool: Close closes it. The pool's connections use WAL journaling, the busy timeout and
+// BEGIN IMMEDIATE transactions, so that concurrent claimants queue for the write lock instead
+// of failing on a lock upgrade. ctx bounds Open's own waits. An in-memory database is refused:
+// every connection of the pool would see a database of its own.
+//
+// Several processes may open one file at once: switching a new file to WAL needs the whole
+// file for a moment, and a process that finds it taken tries again until the busy timeout.
+func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("sqlite.Open(%q): need a file path (an in-memory database is private to one connection)", path)
 	}
-	c := config{sync: Full, busy: 5 * time.Second}
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("sqlite.Open: nil option")
-		}
-		if err := o(&c); err != nil {
-			return nil, err
-		}
+	o, err := buildOptions("sqlite.Open", opts)
+	if err != nil {
+		return nil, err
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -101,20 +160,131 @@ func Open(path string, opts ...Option) (*DB, error) {
 	}
 	v := url.Values{}
 	v.Set("_txlock", "immediate")
-	v.Set("_journal_mode", "WAL")
-	v.Set("_busy_timeout", strconv.FormatInt(c.busy.Milliseconds(), 10))
-	v.Set("_synchronous", string(c.sync))
-	db, err := sql.Open("sqlite3", "file:"+abs+"?"+v.Encode())
+	v.Set("_busy_timeout", strconv.FormatInt(o.busy.Milliseconds(), 10))
+	v.Set("_synchronous", string(o.sync))
+	pool, err := sql.Open("sqlite3", "file:"+abs+"?"+v.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite.Open(%q): %w", path, err)
 	}
-	db.SetMaxOpenConns(c.maxOpen)
-	db.SetMaxIdleConns(max(c.maxOpen, 8))
-	if err := db.PingContext(context.Background()); err != nil {
-		db.Close()
+	pool.SetMaxOpenConns(o.maxOpen)
+	pool.SetMaxIdleConns(max(o.maxOpen, 8))
+	if err := useWAL(ctx, pool, o); err != nil {
+		pool.Close()
 		return nil, fmt.Errorf("sqlite.Open(%q): %w", path, err)
 	}
-	return &DB{sql: db, q: &lockedDB{db: sqlqueue.StdDB(db), w: writers.get(abs, c.busy)}, path: abs, dialect: &Dialect{path: abs}}, nil
+	return newDB(pool, true, abs, o), nil
+}
+
+// useWAL switches the file to WAL journaling (a setting kept in the file). The switch needs
+// an exclusive lock, and SQLite answers "database is locked" at once, without its busy
+// handler, when another connection is in the middle of setting the file up; Open then waits
+// and tries again until the busy timeout.
+func useWAL(ctx context.Context, pool *sql.DB, o options) error {
+	deadline := o.clock.Now().Add(o.busy)
+	wait := time.Duration(0)
+	for {
+		var mode string
+		err := pool.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode)
+		switch {
+		case err == nil && mode == "wal":
+			return nil
+		case err == nil:
+			return fmt.Errorf("journal_mode is %q after asking for WAL", mode)
+		case !IsTransient(err) || !o.clock.Now().Before(deadline):
+			return fmt.Errorf("setting WAL journaling: %w", err)
+		}
+		wait = clock.Backoff(wait, time.Millisecond, 50*time.Millisecond)
+		o.log.Debug("sqlite: the file is locked by another connection setting it up; trying again", "wait", wait, "error", err)
+		if err := clock.Sleep(ctx, o.clock, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// New returns a DB over pool, which the caller keeps owning: Close leaves it open. The pool
+// must be a go-sqlite3 pool on a database file whose transactions begin with BEGIN IMMEDIATE
+// (_txlock=immediate in its DSN) and whose connections have a busy timeout; New checks both,
+// and refuses options that configure a pool Open makes (Synchronous, BusyTimeout,
+// MaxOpenConns). ctx bounds the checks.
+func New(ctx context.Context, pool *sql.DB, opts ...Option) (*DB, error) {
+	if pool == nil {
+		return nil, errors.New("sqlite.New: nil *sql.DB")
+	}
+	o, err := buildOptions("sqlite.New", opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.openOnly) > 0 {
+		return nil, fmt.Errorf("sqlite.New: option %s configures a pool that Open makes; set it on your own pool instead", o.openOnly[0])
+	}
+	path, err := checkPool(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	return newDB(pool, false, path, o), nil
+}
+
+// checkPool reads the file of pool's main database and checks the settings the engine relies
+// on: a busy timeout, and transactions that take the write lock when they begin.
+func checkPool(ctx context.Context, pool *sql.DB) (string, error) {
+	var path string
+	rows, err := pool.QueryContext(ctx, "SELECT file FROM pragma_database_list WHERE name = 'main'")
+	if err != nil {
+		return "", fmt.Errorf("sqlite.New: reading the database file: %w", err)
+	}
+	for rows.Next() {
+		if err := rows.Scan(&path); err != nil {
+			rows.Close()
+			return "", fmt.Errorf("sqlite.New: reading the database file: %w", err)
+		}
+	}
+	rows.Close()
+	if path == "" {
+		return "", errors.New("sqlite.New: the pool's database is in memory or temporary; settle needs a file (every connection of the pool must see one database)")
+	}
+	var busy int
+	if err := pool.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
+		return "", fmt.Errorf("sqlite.New: reading busy_timeout: %w", err)
+	}
+	if busy <= 0 {
+		return "", fmt.Errorf("sqlite.New: the pool's connections have no busy timeout (busy_timeout = %d): add _busy_timeout=5000 to its DSN, or every write that meets another fails at once", busy)
+	}
+	// BEGIN IMMEDIATE takes the write lock at once; a deferred BEGIN takes nothing. A second
+	// connection, not waiting, then can or cannot take the write lock itself.
+	tx, err := pool.BeginTx(ctx, nil)
+	if err != nil {
+		return "", fmt.Errorf("sqlite.New: beginning a transaction: %w", err)
+	}
+	defer tx.Rollback()
+	probe := sql.OpenDB(connector{drv: pool.Driver(), name: path})
+	defer probe.Close()
+	probe.SetMaxOpenConns(1)
+	if _, err := probe.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return "", fmt.Errorf("sqlite.New: probing the pool's transactions: %w", err)
+	}
+	_, err = probe.ExecContext(ctx, "BEGIN IMMEDIATE")
+	if err == nil {
+		_, _ = probe.ExecContext(ctx, "ROLLBACK")
+		return "", errors.New("sqlite.New: the pool begins deferred transactions: add _txlock=immediate to its DSN (a claim or a transactional handler that reads before it writes would fail with \"database is locked\" instead of waiting its turn)")
+	}
+	if !IsTransient(err) {
+		return "", fmt.Errorf("sqlite.New: probing the pool's transactions: %w", err)
+	}
+	return path, nil
+}
+
+// connector opens connections of the driver of a pool New was given, on its file.
+type connector struct {
+	drv  driver.Driver
+	name string
+}
+
+func (c connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.name) }
+func (c connector) Driver() driver.Driver                        { return c.drv }
+
+func newDB(pool *sql.DB, owned bool, path string, o options) *DB {
+	return &DB{pool: pool, owned: owned, q: &lockedDB{db: sqlqueue.StdDB(pool), w: writers.get(path, o.busy, o.log)},
+		path: path, dialect: &dialect{path: path}, log: o.log, clock: o.clock}
 }
 
 // writers holds one writer per database file, shared by every DB opened on it in the process.
@@ -125,31 +295,37 @@ type writerSet struct {
 	m map[string]*writer
 }
 
-func (ws *writerSet) get(path string, busy time.Duration) *writer {
+func (ws *writerSet) get(path string, busy time.Duration, log *slog.Logger) *writer {
 	ws.Lock()
 	defer ws.Unlock()
 	w := ws.m[path]
 	if w == nil {
-		w = newWriter(busy)
+		w = newWriter(busy, log)
 		ws.m[path] = w
 	}
 	return w
 }
 
-// SQL returns the database/sql pool, for the service's own queries.
-func (db *DB) SQL() *sql.DB { return db.sql }
+// Pool returns the database/sql pool, for the service's own statements.
+func (db *DB) Pool() *sql.DB { return db.pool }
 
-// Queue returns the pool as the engine sees it.
+// Queue returns the DB as the engine's connection surface (sqlqueue.DB), for custom engines,
+// outboxes and tests that use the engine's constructors directly.
 func (db *DB) Queue() sqlqueue.DB { return db.q }
 
-// Dialect returns the dialect of this database.
-func (db *DB) Dialect() *Dialect { return db.dialect }
+// Dialect returns the dialect the DB spells statements with.
+func (db *DB) Dialect() sqlqueue.Dialect { return db.dialect }
 
 // Path is the database file.
 func (db *DB) Path() string { return db.path }
 
-// Close closes the pool.
-func (db *DB) Close() error { return db.sql.Close() }
+// Close closes the pool if Open made it; a pool given to New stays open.
+func (db *DB) Close() error {
+	if db.owned {
+		return db.pool.Close()
+	}
+	return nil
+}
 
 // Lease returns the lease-form endpoint of the queue table t (group: the queue's group in a
 // table with a group column, "" otherwise).
@@ -163,9 +339,10 @@ func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	return sqlqueue.NewAdvisory(db.dialect, db.q, t, group)
 }
 
-// NewPublisher returns a publisher for the queue table t (and group).
+// NewPublisher returns a publisher for the queue table t (and group). Its clock is the DB's
+// (WithClock) unless opts set one.
 func NewPublisher(db *DB, t sqlqueue.Table, group string, opts ...sqlqueue.PublisherOption) (*sqlqueue.Publisher, error) {
-	return sqlqueue.NewPublisher(db.dialect, db.q, t, group, opts...)
+	return sqlqueue.NewPublisher(db.dialect, db.q, t, group, append([]sqlqueue.PublisherOption{sqlqueue.PublishClock(db.clock)}, opts...)...)
 }
 
 // Tx returns the handler's delivery transaction in a subscription mounted with
@@ -175,8 +352,11 @@ func Tx(ctx context.Context) (*sql.Tx, error) { return sqlqueue.TxAs[*sql.Tx](ct
 // InTx publishes inside the caller's transaction.
 func InTx(tx *sql.Tx) sqlqueue.PublishOption { return sqlqueue.InTx(sqlqueue.StdTx(tx)) }
 
-// IsBusy reports whether err is SQLite's "database is locked" after the busy timeout.
-func IsBusy(err error) bool {
+// IsTransient reports whether err is SQLite's "database is locked" (SQLITE_BUSY or
+// SQLITE_LOCKED, after the busy timeout): another connection held the write lock, and the same
+// work can succeed if it is tried again. A handler that meets one returns core.Retry() (or
+// RetryAfter) rather than failing for good.
+func IsTransient(err error) bool {
 	var e sqlite3.Error
 	return errors.As(err, &e) && (e.Code == sqlite3.ErrBusy || e.Code == sqlite3.ErrLocked)
 }

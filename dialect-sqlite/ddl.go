@@ -2,12 +2,13 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
-// CreateTableSQL returns the DDL of a queue table described by t: the columns it names, with
+// TableDDL returns the DDL of a queue table described by t: the columns it names, with
 // SQLite types, and an index for the claim. For a table whose dead letter is a table, create
 // the dead-letter table with the same description under its own name.
 //
@@ -25,8 +26,8 @@ import (
 //	  "created_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 //	);
 //	CREATE INDEX IF NOT EXISTS "refunds_ready" ON "refunds" ("grp", "id") WHERE "processed_at" IS NULL;
-func CreateTableSQL(t sqlqueue.Table) (string, error) {
-	d := &Dialect{}
+func TableDDL(t sqlqueue.Table) (string, error) {
+	d := &dialect{}
 	s, err := sqlqueue.NewSchema(d, t)
 	if err != nil {
 		return "", err
@@ -61,12 +62,14 @@ func CreateTableSQL(t sqlqueue.Table) (string, error) {
 	return ddl, nil
 }
 
-// CreateTable creates the queue table t (if it does not exist) with CreateTableSQL.
+// CreateTable creates the queue table t (see TableDDL) if it does not exist.
 func (db *DB) CreateTable(ctx context.Context, t sqlqueue.Table) error {
-	ddl, err := CreateTableSQL(t)
+	ddl, err := TableDDL(t)
 	if err != nil {
 		return err
 	}
-	_, err = db.sql.ExecContext(ctx, ddl)
-	return err
+	if _, err := db.pool.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("sqlite: create table %s: %w", t.Ref(), err)
+	}
+	return nil
 }

@@ -9,41 +9,41 @@ import (
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
-// Dialect spells SQL for SQLite. It supports the lease and advisory forms.
-type Dialect struct {
+// dialect spells SQL for SQLite. It supports the lease and advisory forms.
+type dialect struct {
 	path string // advisory keys are per database file
 }
 
 var (
-	_ sqlqueue.LeaseDialect    = (*Dialect)(nil)
-	_ sqlqueue.AdvisoryDialect = (*Dialect)(nil)
+	_ sqlqueue.LeaseDialect    = (*dialect)(nil)
+	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
 )
 
 // TimeFormat is how times are stored: UTC, microseconds, fixed width, so text order is time order.
 const TimeFormat = "2006-01-02T15:04:05.000000Z"
 
 // Name is "sqlite".
-func (*Dialect) Name() string { return "sqlite" }
+func (*dialect) Name() string { return "sqlite" }
 
 // Quote double-quotes an identifier.
-func (*Dialect) Quote(ident string) string {
+func (*dialect) Quote(ident string) string {
 	return `"` + strings.ReplaceAll(ident, `"`, `""`) + `"`
 }
 
 // Placeholder is "?".
-func (*Dialect) Placeholder(int) string { return "?" }
+func (*dialect) Placeholder(int) string { return "?" }
 
 // Time formats t as TimeFormat text.
-func (*Dialect) Time(t time.Time) any { return t.UTC().Format(TimeFormat) }
+func (*dialect) Time(t time.Time) any { return t.UTC().Format(TimeFormat) }
 
 // ParseTime reads a time stored by Time.
 func ParseTime(s string) (time.Time, error) { return time.Parse(TimeFormat, s) }
 
 // Returning is true: SQLite ≥ 3.35 has RETURNING.
-func (*Dialect) Returning() bool { return true }
+func (*dialect) Returning() bool { return true }
 
 // Columns reads pragma_table_info.
-func (*Dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) ([]sqlqueue.ColumnInfo, error) {
+func (*dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) ([]sqlqueue.ColumnInfo, error) {
 	schema := t.Schema
 	if schema == "" {
 		schema = "main"
@@ -85,12 +85,12 @@ func kind(decl string) sqlqueue.ColumnKind {
 
 // LeaseClaim is one UPDATE … RETURNING; the claim transaction (BEGIN IMMEDIATE) holds the
 // write lock, so no row lock is needed.
-func (*Dialect) LeaseClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
+func (*dialect) LeaseClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
 	return sqlqueue.UpdateReturningClaim(s, ""), nil
 }
 
 // KeyText casts a key expression to TEXT.
-func (*Dialect) KeyText(expr string) string { return "CAST(" + expr + " AS TEXT)" }
+func (*dialect) KeyText(expr string) string { return "CAST(" + expr + " AS TEXT)" }
 
 // keys is the process's advisory key registry: database file + key → holding connection.
 var keys = struct {
@@ -99,7 +99,7 @@ var keys = struct {
 }{held: make(map[string]sqlqueue.Conn)}
 
 // TryLock takes key in the in-process registry for c.
-func (d *Dialect) TryLock(_ context.Context, c sqlqueue.Conn, key string) (bool, error) {
+func (d *dialect) TryLock(_ context.Context, c sqlqueue.Conn, key string) (bool, error) {
 	k := d.path + "\x00" + key
 	keys.Lock()
 	defer keys.Unlock()
@@ -111,7 +111,7 @@ func (d *Dialect) TryLock(_ context.Context, c sqlqueue.Conn, key string) (bool,
 }
 
 // Unlock releases key held by c.
-func (d *Dialect) Unlock(_ context.Context, c sqlqueue.Conn, key string) error {
+func (d *dialect) Unlock(_ context.Context, c sqlqueue.Conn, key string) error {
 	k := d.path + "\x00" + key
 	keys.Lock()
 	defer keys.Unlock()

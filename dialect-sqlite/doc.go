@@ -18,7 +18,7 @@
 // which sleeps for milliseconds between tries. A handler mounted with sqlqueue.Transactional()
 // holds that write lock while it works (its transaction is a write transaction from its first
 // statement), so claims and settlements wait for it: keep such handlers short. Writes of other
-// processes, or through SQL() directly, meet SQLite's busy timeout as usual.
+// processes, or through Pool() directly, meet SQLite's busy timeout as usual.
 //
 // Throughput: the lease form settles a batch of deliveries in the transaction of the next
 // claim, one commit per batch. BenchmarkDrain drains rows through the service and through a

@@ -21,13 +21,13 @@ type Email struct {
 func Example() {
 	dir, _ := os.MkdirTemp("", "settle-example")
 	defer os.RemoveAll(dir)
-	db, err := sqlite.Open(filepath.Join(dir, "jobs.db"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "jobs.db"))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	table := sqlqueue.StandardTable("jobs")
 	if err := db.CreateTable(ctx, table); err != nil {
 		fmt.Println(err)
@@ -51,10 +51,10 @@ func Example() {
 		fmt.Println(err)
 	}
 
-	check, _ := sqlite.Open(filepath.Join(dir, "jobs.db"))
+	check, _ := sqlite.Open(context.Background(), filepath.Join(dir, "jobs.db"))
 	defer check.Close()
 	var processed int
-	_ = check.SQL().QueryRow(`SELECT COUNT(*) FROM jobs WHERE processed_at IS NOT NULL`).Scan(&processed)
+	_ = check.Pool().QueryRow(`SELECT COUNT(*) FROM jobs WHERE processed_at IS NOT NULL`).Scan(&processed)
 	fmt.Println("processed rows:", processed)
 	// Output:
 	// sending to ada@example.com attempt 1
@@ -62,10 +62,10 @@ func Example() {
 }
 
 // The DDL of a queue table without groups, deleting acknowledged rows.
-func ExampleCreateTableSQL() {
+func ExampleTableDDL() {
 	t := sqlqueue.StandardTable("payouts")
 	t.Columns.Group, t.Columns.ProcessedAt = "", ""
-	ddl, _ := sqlite.CreateTableSQL(t)
+	ddl, _ := sqlite.TableDDL(t)
 	fmt.Println(ddl)
 	// Output:
 	// CREATE TABLE IF NOT EXISTS "payouts" (

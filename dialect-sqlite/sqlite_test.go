@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,33 +28,33 @@ func TestOpenRefuses(t *testing.T) {
 		if p == "x.db" {
 			p = filepath.Join(t.TempDir(), p)
 		}
-		if _, err := Open(p, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := Open(context.Background(), p, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Open(%q): err = %v; want it to mention %q", c.path, err, c.want)
 		}
 	}
 }
 
 func TestOpenSettings(t *testing.T) {
-	db, err := Open(filepath.Join(t.TempDir(), "s.db"), Synchronous(Normal), BusyTimeout(2*time.Second))
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), Synchronous(Normal), BusyTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var mode string
 	var sync, busy int
-	if err := db.SQL().QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+	if err := db.Pool().QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 		t.Errorf("journal_mode = %q (%v); want wal", mode, err)
 	}
-	if err := db.SQL().QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 1 {
+	if err := db.Pool().QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 1 {
 		t.Errorf("synchronous = %d (%v); want 1 (NORMAL)", sync, err)
 	}
-	if err := db.SQL().QueryRow("PRAGMA busy_timeout").Scan(&busy); err != nil || busy != 2000 {
+	if err := db.Pool().QueryRow("PRAGMA busy_timeout").Scan(&busy); err != nil || busy != 2000 {
 		t.Errorf("busy_timeout = %d (%v); want 2000", busy, err)
 	}
 }
 
 func TestTimesOrderAsText(t *testing.T) {
-	d := &Dialect{}
+	d := &dialect{}
 	a := time.Date(2026, 1, 1, 0, 0, 0, 900_000_000, time.UTC)
 	b := a.Add(time.Microsecond * 200_000) // crosses a second: .9 → 1.1
 	sa, sb := d.Time(a).(string), d.Time(b).(string)
@@ -93,12 +94,12 @@ func TestWritesDetection(t *testing.T) {
 
 func TestAdvisoryKeysPerFile(t *testing.T) {
 	dir := t.TempDir()
-	a, err := Open(filepath.Join(dir, "a.db"))
+	a, err := Open(context.Background(), filepath.Join(dir, "a.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(filepath.Join(dir, "b.db"))
+	b, err := Open(context.Background(), filepath.Join(dir, "b.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,19 +111,60 @@ func TestAdvisoryKeysPerFile(t *testing.T) {
 	defer c2.Close()
 	c3, _ := b.Queue().Conn(ctx)
 	defer c3.Close()
-	if ok, _ := a.Dialect().TryLock(ctx, c1, "k"); !ok {
+	if ok, _ := a.dialect.TryLock(ctx, c1, "k"); !ok {
 		t.Fatal("first lock refused")
 	}
-	if ok, _ := a.Dialect().TryLock(ctx, c2, "k"); ok {
+	if ok, _ := a.dialect.TryLock(ctx, c2, "k"); ok {
 		t.Error("a key held by one connection was taken by another")
 	}
-	if ok, _ := b.Dialect().TryLock(ctx, c3, "k"); !ok {
+	if ok, _ := b.dialect.TryLock(ctx, c3, "k"); !ok {
 		t.Error("keys of another database file collide")
 	}
-	_ = a.Dialect().Unlock(ctx, c1, "k")
-	if ok, _ := a.Dialect().TryLock(ctx, c2, "k"); !ok {
+	_ = a.dialect.Unlock(ctx, c1, "k")
+	if ok, _ := a.dialect.TryLock(ctx, c2, "k"); !ok {
 		t.Error("an unlocked key could not be taken")
 	}
-	_ = a.Dialect().Unlock(ctx, c2, "k")
-	_ = b.Dialect().Unlock(ctx, c3, "k")
+	_ = a.dialect.Unlock(ctx, c2, "k")
+	_ = b.dialect.Unlock(ctx, c3, "k")
+}
+
+func TestNewChecksThePool(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	open := func(dsn string) *sql.DB {
+		p, err := sql.Open("sqlite3", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	good := open("file:" + filepath.Join(dir, "good.db") + "?_txlock=immediate&_busy_timeout=5000&_journal_mode=WAL")
+	db, err := New(ctx, good)
+	if err != nil {
+		t.Fatalf("New on an immediate pool with a busy timeout: %v", err)
+	}
+	if db.Path() != filepath.Join(dir, "good.db") {
+		t.Errorf("Path = %q", db.Path())
+	}
+	if err := db.Close(); err != nil || good.PingContext(ctx) != nil {
+		t.Errorf("Close of a DB made by New closed the caller's pool (%v)", err)
+	}
+	for _, c := range []struct {
+		pool *sql.DB
+		opts []Option
+		want string
+	}{
+		{open("file:" + filepath.Join(dir, "deferred.db") + "?_busy_timeout=5000"), nil, "_txlock=immediate"},
+		{open("file:" + filepath.Join(dir, "nobusy.db") + "?_txlock=immediate&_busy_timeout=0"), nil, "_busy_timeout"},
+		{open(":memory:"), nil, "in memory"},
+		{good, []Option{Synchronous(Normal)}, "sqlite.Synchronous"},
+		{good, []Option{MaxOpenConns(3)}, "sqlite.MaxOpenConns"},
+		{good, []Option{WithLogger(nil)}, "WithLogger(nil)"},
+		{nil, nil, "nil *sql.DB"},
+	} {
+		if _, err := New(ctx, c.pool, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New: err = %v; want it to mention %q", err, c.want)
+		}
+	}
 }

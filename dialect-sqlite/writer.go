@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -19,10 +20,11 @@ import (
 type writer struct {
 	sem  chan struct{}
 	busy time.Duration
+	log  *slog.Logger
 }
 
-func newWriter(busy time.Duration) *writer {
-	return &writer{sem: make(chan struct{}, 1), busy: busy}
+func newWriter(busy time.Duration, log *slog.Logger) *writer {
+	return &writer{sem: make(chan struct{}, 1), busy: busy, log: log}
 }
 
 // acquire takes the write turn; it reports whether it got it (false after the busy timeout).
@@ -38,6 +40,7 @@ func (w *writer) acquire(ctx context.Context) (bool, error) {
 	case w.sem <- struct{}{}:
 		return true, nil
 	case <-t.C:
+		w.log.Warn("sqlite: a write waited longer than the busy timeout for its turn; going ahead without it", "busy_timeout", w.busy)
 		return false, nil
 	case <-ctx.Done():
 		return false, ctx.Err()

@@ -52,7 +52,7 @@ func openMariaDB(t testing.TB) *database {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := db.Unwrap()
+	pool := db.Pool()
 	t.Cleanup(func() {
 		_ = db.Close()
 		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name)
@@ -66,7 +66,7 @@ func openMariaDB(t testing.TB) *database {
 		register: func(a *core.App) { a.Register(db) },
 		endpoint: func(form string, tb sqlqueue.Table) (core.Endpoint, error) { return forms[form](db, tb, "") },
 		ddl: func(tb sqlqueue.Table) string {
-			ddl, err := mysql.CreateTableSQL(tb)
+			ddl, err := mysql.TableDDL(tb)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -62,7 +62,7 @@ func openPostgres(t testing.TB) *database {
 		t.Fatalf("create schema: %v", err)
 	}
 	pool := pgPool(t, schema)
-	db, err := postgres.New(pool)
+	db, err := postgres.New(context.Background(), pool)
 	if err != nil {
 		t.Fatal(err)
 	}

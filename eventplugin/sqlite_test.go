@@ -18,12 +18,12 @@ func init() {
 
 // openSQLite opens a fresh database file in t's temp dir.
 func openSQLite(t testing.TB) *database {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "queue.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "queue.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	pool := db.SQL()
+	pool := db.Pool()
 	forms := map[string]func(*sqlite.DB, sqlqueue.Table, string) (core.Endpoint, error){
 		"lease": sqlite.Lease, "advisory": sqlite.Advisory,
 	}
@@ -32,7 +32,7 @@ func openSQLite(t testing.TB) *database {
 		register: func(a *core.App) { a.Register(db) },
 		endpoint: func(form string, tb sqlqueue.Table) (core.Endpoint, error) { return forms[form](db, tb, "") },
 		ddl: func(tb sqlqueue.Table) string {
-			ddl, err := sqlite.CreateTableSQL(tb)
+			ddl, err := sqlite.TableDDL(tb)
 			if err != nil {
 				t.Fatal(err)
 			}

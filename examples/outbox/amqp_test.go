@@ -242,7 +242,7 @@ func runRelay(t *testing.T, e *relayEnv) {
 
 // TestRelaySQLiteAmqptest runs the outbox over the in-process RabbitMQ with SQLite.
 func TestRelaySQLiteAmqptest(t *testing.T) {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "r.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "r.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func realEnv(t *testing.T) *relayEnv {
 		}
 		probe.Close()
 	})
-	return &relayEnv{d: db.Dialect(), db: db.SQL(), dial: amqp.URL(amqpURL),
+	return &relayEnv{d: db.Dialect(), db: db.Queue(), dial: amqp.URL(amqpURL),
 		queue: queue, outbox: "outbox", ledger: "ledger"}
 }
 
@@ -471,7 +471,7 @@ func runApp(t *testing.T, app *core.App) (stop func()) {
 // TestCrossServiceSQLiteAmqptest runs the cross-service outbox on SQLite and the in-process
 // RabbitMQ.
 func TestCrossServiceSQLiteAmqptest(t *testing.T) {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

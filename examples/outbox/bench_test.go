@@ -65,7 +65,7 @@ func BenchmarkPayouts(b *testing.B) {
 }
 
 func placeDirect(ctx context.Context, db *sqlite.DB, pub *sqlqueue.Publisher, id string) error {
-	tx, err := db.SQL().BeginTx(ctx, nil)
+	tx, err := db.Pool().BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}

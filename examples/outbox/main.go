@@ -38,7 +38,7 @@ type Service struct {
 // NewService opens the database, creates the schema and wires the outbox, its relay into the
 // queue table and the payouts receiver. opts are added to the App's options.
 func NewService(ctx context.Context, path string, log *slog.Logger, opts ...core.AppOption) (*Service, error) {
-	db, err := sqlite.Open(path)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func run(ctx context.Context, path string) error {
 		case <-timeout:
 			return fmt.Errorf("payouts not processed within 15s")
 		}
-		if ledger, err = Ledger(ctx, s.DB.SQL()); err != nil {
+		if ledger, err = Ledger(ctx, s.DB.Pool()); err != nil {
 			return err
 		}
 		booked = true

@@ -67,7 +67,7 @@ func (r *running) waitBooked(t *testing.T, order string, want int) {
 	t.Helper()
 	timeout := time.After(coretest.WaitTimeout)
 	for {
-		ledger, err := Ledger(context.Background(), r.DB.SQL())
+		ledger, err := Ledger(context.Background(), r.DB.Pool())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func (r *running) waitSettled(t *testing.T) core.Settlement {
 func unpublished(t *testing.T, db *sqlite.DB) int {
 	t.Helper()
 	var n int
-	if err := db.SQL().QueryRow(`SELECT COUNT(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+	if err := db.Pool().QueryRow(`SELECT COUNT(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -172,7 +172,7 @@ func (l logSignal) wait(t *testing.T, msg string) {
 func unprocessed(t *testing.T, r *running) int {
 	t.Helper()
 	var n int
-	if err := r.DB.SQL().QueryRow(`SELECT COUNT(*) FROM outbox WHERE processed_at IS NULL`).Scan(&n); err != nil {
+	if err := r.DB.Pool().QueryRow(`SELECT COUNT(*) FROM outbox WHERE processed_at IS NULL`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -181,7 +181,7 @@ func unprocessed(t *testing.T, r *running) int {
 func TestCommitPublishesAndDuplicatesAreSuppressed(t *testing.T) {
 	r := start(t, filepath.Join(t.TempDir(), "o.db"))
 	ctx := context.Background()
-	tx, err := r.DB.SQL().BeginTx(ctx, nil)
+	tx, err := r.DB.Pool().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestCommitPublishesAndDuplicatesAreSuppressed(t *testing.T) {
 	}
 	// The same record delivered again (as after a crash between its publish and its mark):
 	// acknowledged without running the handler.
-	if _, err := r.DB.SQL().Exec(`UPDATE outbox SET published_at = NULL`); err != nil {
+	if _, err := r.DB.Pool().Exec(`UPDATE outbox SET published_at = NULL`); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := r.Box.PublishPending(ctx); err != nil || n != 1 {
@@ -220,7 +220,7 @@ func TestCommitPublishesAndDuplicatesAreSuppressed(t *testing.T) {
 			t.Fatalf("settled as %v", s.Verdict)
 		}
 	}
-	ledger, _ := Ledger(ctx, r.DB.SQL())
+	ledger, _ := Ledger(ctx, r.DB.Pool())
 	if ledger["o-1"] != 1 {
 		t.Fatalf("o-1 booked %d times", ledger["o-1"])
 	}
@@ -232,7 +232,7 @@ func TestCommitPublishesAndDuplicatesAreSuppressed(t *testing.T) {
 func TestRollbackRecordsNothing(t *testing.T) {
 	r := start(t, filepath.Join(t.TempDir(), "o.db"))
 	ctx := context.Background()
-	tx, err := r.DB.SQL().BeginTx(ctx, nil)
+	tx, err := r.DB.Pool().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestRollbackRecordsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int
-	r.DB.SQL().QueryRow(`SELECT COUNT(*) FROM outbox`).Scan(&n)
+	r.DB.Pool().QueryRow(`SELECT COUNT(*) FROM outbox`).Scan(&n)
 	if n != 0 {
 		t.Fatalf("%d records after a rollback", n)
 	}
@@ -271,11 +271,11 @@ func TestUnpublishedRecordIsRelayedAtStart(t *testing.T) {
 
 	// A record never published (its process died before Send) is relayed at the next start,
 	// in the background.
-	db, err := sqlite.Open(path)
+	db, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.SQL().Exec(`INSERT INTO outbox (destination, payload, created_at) VALUES ('payouts', '{"order":"o-late","cents":1}', '2026-01-01T00:00:00.000000Z')`); err != nil {
+	if _, err := db.Pool().Exec(`INSERT INTO outbox (destination, payload, created_at) VALUES ('payouts', '{"order":"o-late","cents":1}', '2026-01-01T00:00:00.000000Z')`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -308,7 +308,7 @@ func TestCrashBetweenCommitAndPublish(t *testing.T) {
 
 func crashAfterCommit(path string) {
 	ctx := context.Background()
-	db, err := sqlite.Open(path)
+	db, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		panic(err)
 	}
@@ -322,7 +322,7 @@ func crashAfterCommit(path string) {
 	if err != nil {
 		panic(err)
 	}
-	tx, err := db.SQL().BeginTx(ctx, nil)
+	tx, err := db.Pool().BeginTx(ctx, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -363,7 +363,7 @@ func TestMissingOrMalformedHeaderIsAPlainDelivery(t *testing.T) {
 // it, after a backoff on the outbox's clock.
 func TestPublishFailureKeepsRecordUnpublished(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "o.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "o.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestPublishFailureKeepsRecordUnpublished(t *testing.T) {
 
 func TestBadTableIsRefusedAtStart(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "o.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "o.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +440,7 @@ func TestBadTableIsRefusedAtStart(t *testing.T) {
 	if err := box.Start(ctx); err == nil || !strings.Contains(err.Error(), "table nowhere: no such table") {
 		t.Fatalf("missing table: %v", err)
 	}
-	db.SQL().Exec(`CREATE TABLE thin (id INTEGER PRIMARY KEY, destination TEXT, payload BLOB)`)
+	db.Pool().Exec(`CREATE TABLE thin (id INTEGER PRIMARY KEY, destination TEXT, payload BLOB)`)
 	box, _ = outbox.New(db.Dialect(), db.Queue(), outbox.StandardTable("thin"), pub)
 	if err := box.Start(ctx); err == nil || !strings.Contains(err.Error(), "column headers (headers): no such column") {
 		t.Fatalf("missing column: %v", err)
@@ -463,14 +463,14 @@ func TestDropMarksTheRecord(t *testing.T) {
 	if n := unprocessed(t, r); n != 0 {
 		t.Fatalf("%d unprocessed records after a drop, want 0", n)
 	}
-	if ledger, _ := Ledger(context.Background(), r.DB.SQL()); ledger["void-1"] != 0 {
+	if ledger, _ := Ledger(context.Background(), r.DB.Pool()); ledger["void-1"] != 0 {
 		t.Fatal("a dropped payout was booked")
 	}
 }
 
 func TestSweepPublishesWhatSendMissed(t *testing.T) {
 	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "o.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "o.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func Schema(ctx context.Context, db *sqlite.DB) error {
 		`CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY AUTOINCREMENT, order_id TEXT NOT NULL, cents INTEGER NOT NULL)`,
 		ddl,
 	} {
-		if _, err := db.SQL().ExecContext(ctx, stmt); err != nil {
+		if _, err := db.Pool().ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("schema: %w", err)
 		}
 	}
@@ -84,7 +84,7 @@ func (p *QueuePublisher) Publish(ctx context.Context, dest string, payload []byt
 // PlaceOrder writes the order and records its payout in one transaction, then sends the
 // payout. If the process dies between commit and send, the next start publishes it.
 func PlaceOrder(ctx context.Context, db *sqlite.DB, box *outbox.Outbox, id string, cents int64) error {
-	tx, err := db.SQL().BeginTx(ctx, nil)
+	tx, err := db.Pool().BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func (p *published) waitCount(t *testing.T, n int) {
 // outboxDB opens a SQLite database with the service's schema.
 func outboxDB(t *testing.T) *sqlite.DB {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "o.db"))
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "o.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestSendAfterRollbackIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	record := func(order string, commit bool) outbox.Batch {
-		tx, err := db.SQL().BeginTx(ctx, nil)
+		tx, err := db.Pool().BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestSendAfterRollbackIsRefused(t *testing.T) {
 		t.Fatalf("the batch header was relayed: %v", got[0].headers)
 	}
 	// Send before the commit is refused the same way: the records are not visible yet.
-	tx, err := db.SQL().BeginTx(ctx, nil)
+	tx, err := db.Pool().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestPruneDeletesOldPublishedRecords(t *testing.T) {
 	}
 	count := func() int {
 		var n int
-		if err := db.SQL().QueryRow(`SELECT COUNT(*) FROM outbox`).Scan(&n); err != nil {
+		if err := db.Pool().QueryRow(`SELECT COUNT(*) FROM outbox`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -385,7 +385,7 @@ func TestReceiveWithoutPublisher(t *testing.T) {
 	}
 	waitAcks(1)
 	// The record relayed a second time: the worker acknowledges it without the handler.
-	if _, err := db.SQL().Exec(`UPDATE outbox SET published_at = NULL`); err != nil {
+	if _, err := db.Pool().Exec(`UPDATE outbox SET published_at = NULL`); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := sender.PublishPending(ctx); err != nil || n != 1 {
@@ -393,7 +393,7 @@ func TestReceiveWithoutPublisher(t *testing.T) {
 	}
 	waitAcks(1)
 	logs.wait(t, "outbox receiver: record already processed; duplicate acknowledged without the handler")
-	ledger, err := Ledger(ctx, db.SQL())
+	ledger, err := Ledger(ctx, db.Pool())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -132,7 +132,7 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, appOpts
 	if c.Poll <= 0 {
 		return fmt.Errorf("-poll %v: must be positive", c.Poll)
 	}
-	db, err := sqlite.Open(c.DB)
+	db, err := sqlite.Open(ctx, c.DB)
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ func TestDemo(t *testing.T) {
 		t.Errorf("the demo took %v of virtual time; busy refunds should have backed off for at least 1.5s", elapsed)
 	}
 
-	db, err := sqlite.Open(path)
+	db, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestDemo(t *testing.T) {
 		COUNT(*) FILTER (WHERE grp = 'refunds.dead' AND processed_at IS NOT NULL AND attempt = 6),
 		COUNT(*) FILTER (WHERE processed_at IS NULL)
 		FROM refunds`
-	if err := db.SQL().QueryRow(q).Scan(&inMain, &inDead, &pending); err != nil {
+	if err := db.Pool().QueryRow(q).Scan(&inMain, &inDead, &pending); err != nil {
 		t.Fatal(err)
 	}
 	if inMain != 4 || inDead != 4 || pending != 0 {
@@ -154,12 +154,12 @@ func TestServeTakesInsertedRows(t *testing.T) {
 	if err := vc.BlockUntil(ctx, 4); err != nil { // both subscriptions idle: the table exists
 		t.Fatal(err)
 	}
-	db, err := sqlite.Open(path)
+	db, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.SQL().Exec(`INSERT INTO refunds (grp, payload) VALUES ('refunds', '{"ref":"r-shell","card":"4242","cents":100}')`); err != nil {
+	if _, err := db.Pool().Exec(`INSERT INTO refunds (grp, payload) VALUES ('refunds', '{"ref":"r-shell","card":"4242","cents":100}')`); err != nil {
 		t.Fatal(err)
 	}
 	vc.Advance(cfg.Poll)

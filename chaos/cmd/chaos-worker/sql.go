@@ -87,7 +87,7 @@ func setupSQL(ctx context.Context, app *core.App, w *worker) (core.Endpoint, []c
 			return nil, nil, nil, err
 		}
 	case "sqlite":
-		db, err := sqlite.Open(cfg.dsn)
+		db, err := sqlite.Open(ctx, cfg.dsn)
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -119,9 +119,9 @@ func tableDDL(kind string, t sqlqueue.Table) (string, error) {
 	case "postgres":
 		return postgres.TableDDL(t)
 	case "mariadb":
-		return mysql.CreateTableSQL(t)
+		return mysql.TableDDL(t)
 	}
-	return sqlite.CreateTableSQL(t)
+	return sqlite.TableDDL(t)
 }
 
 func (b *sqlBackend) workerArgs(r *run) []string {
