@@ -94,7 +94,7 @@ func sep(dsn string) string {
 
 func sqliteFixture(t testing.TB) *fixture {
 	path := t.TempDir() + "/queue.db"
-	db, err := sqlite.Open(path)
+	db, err := sqlite.Open(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func sqliteFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	return sqlFixture(t, "sqlite", "sqlite://"+path, db.Dialect(), db.Queue(), "jobs",
-		stdCount(t, db.SQL()), stdBodies(t, db.SQL()), func(int) string { return "?" })
+		stdCount(t, db.Pool()), stdBodies(t, db.Pool()), func(int) string { return "?" })
 }
 
 func stdCount(t testing.TB, db *sql.DB) func(string, ...any) int {
@@ -145,12 +145,12 @@ func postgresFixture(t testing.TB) *fixture {
 		coretest.ServerUnavailable(t, "PostgreSQL", pgURL+" (SETTLE_TEST_PG_URL)", err)
 	}
 	t.Cleanup(pool.Close)
-	db, err := postgres.New(pool)
+	db, err := postgres.New(context.Background(), pool)
 	if err != nil {
 		t.Fatal(err)
 	}
 	table := unique("settle_cli_")
-	if err := postgres.CreateTable(ctx, db, sqlqueue.StandardTable(table)); err != nil {
+	if err := db.CreateTable(ctx, sqlqueue.StandardTable(table)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
@@ -177,7 +177,7 @@ func postgresFixture(t testing.TB) *fixture {
 		}
 		return out
 	}
-	return sqlFixture(t, "postgres", pgURL, db.Dialect(), db.SQL(), table, count, bodies, func(n int) string { return "$" + strconv.Itoa(n) })
+	return sqlFixture(t, "postgres", pgURL, db.Dialect(), db.Queue(), table, count, bodies, func(n int) string { return "$" + strconv.Itoa(n) })
 }
 
 func mariadbFixture(t testing.TB) *fixture {
@@ -191,9 +191,9 @@ func mariadbFixture(t testing.TB) *fixture {
 	if err := db.CreateTable(ctx, sqlqueue.StandardTable(table)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = db.Unwrap().Exec("DROP TABLE IF EXISTS " + table) })
-	return sqlFixture(t, "mariadb", "mysql://"+mariadbDS, db.Dialect(), db, table,
-		stdCount(t, db.Unwrap()), stdBodies(t, db.Unwrap()), func(int) string { return "?" })
+	t.Cleanup(func() { _, _ = db.Pool().Exec("DROP TABLE IF EXISTS " + table) })
+	return sqlFixture(t, "mariadb", "mysql://"+mariadbDS, db.Dialect(), db.Queue(), table,
+		stdCount(t, db.Pool()), stdBodies(t, db.Pool()), func(int) string { return "?" })
 }
 
 // rabbitFixture declares a queue and its dead-letter queue (classic, as DeclareTopology does).

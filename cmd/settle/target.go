@@ -176,7 +176,7 @@ func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
 			// sqlite.Open would create an empty database: an operator's typo must not.
 			return nil, nil, unreachable(t, fmt.Errorf("no database file at %s (settle does not create one)", path))
 		}
-		db, err := sqlite.Open(path)
+		db, err := sqlite.Open(ctx, path)
 		if err != nil {
 			return nil, nil, unreachable(t, err)
 		}
@@ -190,13 +190,13 @@ func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
 			db.Close()
 			return nil, nil, unreachable(t, err)
 		}
-		s = sqlDB{db.Dialect(), db.SQL(), db}
+		s = sqlDB{db.Dialect(), db.Queue(), db}
 	case "mysql":
 		db, err := mysql.Open(ctx, t.dsn)
 		if err != nil {
 			return nil, nil, unreachable(t, err)
 		}
-		s = sqlDB{db.Dialect(), db, db}
+		s = sqlDB{db.Dialect(), db.Queue(), db}
 	}
 	tb, err := sqlqueue.DetectTable(ctx, s.d, s.db, ref)
 	if err == nil {
