@@ -56,4 +56,13 @@ if ! nats_up; then
 fi
 wait_for NATS nats_up 30 || status=1
 
+# The web console's browser test (cmd/settle) drives Debian's chromium headless.
+if ! command -v chromium >/dev/null 2>&1; then
+	echo "services: installing chromium (the console's browser test)"
+	if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/tmp/settle-chromium-install.log 2>&1; then
+		echo "services: installing chromium failed (see /tmp/settle-chromium-install.log)" >&2
+		status=1
+	fi
+fi
+
 exit $status

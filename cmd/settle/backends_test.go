@@ -203,7 +203,7 @@ func rabbitFixture(t testing.TB) *fixture {
 		coretest.ServerUnavailable(t, "RabbitMQ", amqpURL+" (SETTLE_TEST_AMQP_URL)", err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	queue := unique("settle-cli-")
+	queue := unique("payouts-")
 	dead := queue + ".dead"
 	ch, err := conn.Channel()
 	if err != nil {
