@@ -78,6 +78,12 @@ type Channel interface {
 	Confirm(noWait bool) error
 	// NotifyPublish registers a listener for publisher confirmations, delivered in order.
 	NotifyPublish(confirm chan amqp091.Confirmation) chan amqp091.Confirmation
+	// NotifyReturn registers a listener for mandatory publishings the broker could not route
+	// (basic.return). RabbitMQ sends the return before the publishing's confirmation, and the
+	// client hands it to the listener before it resolves that confirmation, so a buffered
+	// listener holds the return by the time the confirmation is seen. The broker's reader
+	// waits for the listener: buffer it and keep reading.
+	NotifyReturn(c chan amqp091.Return) chan amqp091.Return
 
 	// NotifyClose registers a listener for the channel's close: a close by the broker sends
 	// the *amqp091.Error and then closes the listener; Close only closes it.

@@ -182,8 +182,12 @@ func (b *Broker) nextSeq() uint64 {
 	return b.seq
 }
 
-// publish routes msg through the named exchange at time at. The exchange exists.
-func (b *Broker) publish(ex *exchange, key string, msg *message, at time.Time) {
+// publish routes msg through the named exchange at time at (the exchange exists). routed is
+// false when no queue took it at publishing time: none matched, or the x-delayed-message
+// exchange held it (the plugin routes only when the delay is over, so RabbitMQ returns every
+// mandatory publishing it holds). refused is true when a queue matched but refused it
+// (x-overflow reject-publish at x-max-length): the publisher's confirmation is then a nack.
+func (b *Broker) publish(ex *exchange, key string, msg *message, at time.Time) (routed, refused bool) {
 	if ex.kind == "x-delayed-message" {
 		if v, ok := msg.pub.Headers["x-delay"]; ok {
 			if d, ok := asInt(v); ok && d > 0 {
@@ -195,15 +199,24 @@ func (b *Broker) publish(ex *exchange, key string, msg *message, at time.Time) {
 					return int(a.seq) - int(t.seq)
 				})
 				b.delayed = slices.Insert(b.delayed, i, h)
-				return
+				return false, false
 			}
 		}
 	}
 	msg.exchange = ex.name
 	msg.routingKey = key
-	for _, q := range b.route(ex, key, msg.pub.Headers) {
+	targets := b.route(ex, key, msg.pub.Headers)
+	for _, q := range targets {
+		if q.full() {
+			refused = true
+			if q.overflow == "reject-publish-dlx" {
+				b.deadLetter(q, msg.clone(), "maxlen", at)
+			}
+			continue
+		}
 		b.enqueue(q, msg.clone(), at)
 	}
+	return len(targets) > 0, refused
 }
 
 // release routes a held message once its delay has passed. The plugin negates x-delay on the
@@ -219,7 +232,9 @@ func (b *Broker) release(h *heldMessage) {
 	h.msg.exchange = ex.name
 	h.msg.routingKey = h.key
 	for _, q := range b.route(ex, h.key, h.msg.pub.Headers) {
-		b.enqueue(q, h.msg.clone(), h.due)
+		if !q.full() {
+			b.enqueue(q, h.msg.clone(), h.due)
+		}
 	}
 }
 
@@ -278,6 +293,13 @@ func (b *Broker) enqueue(q *queue, m *message, at time.Time) {
 		m.expires = at.Add(ttl)
 	}
 	q.ready = append(q.ready, m)
+	// x-overflow drop-head (the default): the oldest ready messages make room, dead-lettered
+	// with reason maxlen.
+	for q.hasMaxLen && q.overflow == "drop-head" && int64(len(q.ready)) > q.maxLen {
+		head := q.ready[0]
+		q.ready = q.ready[1:]
+		b.deadLetter(q, head, "maxlen", at)
+	}
 }
 
 // sweep performs, in time order, every expiry and delayed release due by the clock's current
@@ -428,6 +450,11 @@ func (b *Broker) deadLetter(q *queue, m *message, reason string, at time.Time) {
 		if reason != "rejected" && isCycle(t.name, headers["x-death"].([]any)) {
 			// RabbitMQ drops a message that would go round a dead-letter cycle with no
 			// rejection in it.
+			continue
+		}
+		if t.full() {
+			// A dead letter the target refuses is lost (RabbitMQ's default at-most-once
+			// dead-lettering; at-least-once keeps retrying it, which is not emulated).
 			continue
 		}
 		b.enqueue(t, dl.clone(), at)

@@ -2,6 +2,7 @@ package amqptest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -100,6 +101,7 @@ type channel struct {
 	confirming bool
 	published  uint64
 	confirms   []*pipe[amqp091.Confirmation]
+	returns    []*pipe[amqp091.Return]
 	cancels    []*pipe[string]
 	closes     []chan *amqp091.Error
 }
@@ -187,6 +189,10 @@ func (b *Broker) closeChannel(ch *channel, err *amqp091.Error) {
 	for _, p := range ch.confirms {
 		p.stop()
 	}
+	for _, p := range ch.returns {
+		p.stop()
+	}
+	ch.returns = nil
 	for _, p := range ch.cancels {
 		p.stop()
 	}
@@ -404,7 +410,36 @@ func newQueue(name string, durable, autoDelete, exclusive bool, args amqp091.Tab
 	if err != nil {
 		return nil, err
 	}
+	if ttl > MaxTTL {
+		return nil, invalidArg("x-message-ttl", "{value_too_large,%d}", ttl)
+	}
 	q.ttl, q.hasTTL = msDuration(ttl), hasTTL
+	if q.maxLen, q.hasMaxLen, err = intArg("x-max-length"); err != nil {
+		return nil, err
+	}
+	q.overflow = "drop-head"
+	if v, ok := args["x-overflow"]; ok {
+		switch v {
+		case "drop-head", "reject-publish", "reject-publish-dlx":
+			q.overflow = v.(string)
+		default:
+			return nil, invalidArg("x-overflow", "invalid_overflow")
+		}
+	}
+	q.strategy = "at-most-once"
+	if v, ok := args["x-dead-letter-strategy"]; ok {
+		if !q.quorum {
+			return nil, serverError(amqp091.PreconditionFailed, "invalid arg 'x-dead-letter-strategy' for %s of queue type rabbit_classic_queue", what)
+		}
+		s, isStr := v.(string)
+		switch {
+		case !isStr:
+			return nil, invalidArg("x-dead-letter-strategy", "{unacceptable_type,%s}", typeName(v))
+		case s != "at-most-once" && s != "at-least-once":
+			return nil, invalidArg("x-dead-letter-strategy", "invalid_dlx_strategy")
+		}
+		q.strategy = s
+	}
 	if q.quorum {
 		if q.limit, q.hasLimit, err = intArg("x-delivery-limit"); err != nil {
 			return nil, err
@@ -675,12 +710,12 @@ func (ch *channel) settle(tag uint64, multiple bool, action string) error {
 }
 
 func (ch *channel) PublishWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) error {
-	_, err := ch.publish(ctx, exchange, key, immediate, msg)
+	_, err := ch.publish(ctx, exchange, key, mandatory, immediate, msg)
 	return err
 }
 
 func (ch *channel) PublishWithDeferredConfirmWithContext(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) (amqp.DeferredConfirmation, error) {
-	dc, err := ch.publish(ctx, exchange, key, immediate, msg)
+	dc, err := ch.publish(ctx, exchange, key, mandatory, immediate, msg)
 	if dc == nil {
 		return nil, err
 	}
@@ -689,7 +724,10 @@ func (ch *channel) PublishWithDeferredConfirmWithContext(ctx context.Context, ex
 
 // publish performs basic.publish. Like the real client it returns nil when the broker then
 // closes the channel (a missing exchange): the close reaches NotifyClose and later calls fail.
-func (ch *channel) publish(ctx context.Context, exchange, key string, immediate bool, msg amqp091.Publishing) (*confirmation, error) {
+// A mandatory publishing that reaches no queue is returned (312 NO_ROUTE) to the NotifyReturn
+// listeners before its confirmation; one that a full queue refuses (x-overflow reject-publish)
+// is confirmed with a nack.
+func (ch *channel) publish(ctx context.Context, exchange, key string, mandatory, immediate bool, msg amqp091.Publishing) (*confirmation, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -720,12 +758,27 @@ func (ch *channel) publish(ctx context.Context, exchange, key string, immediate 
 	if !msg.Timestamp.IsZero() {
 		msg.Timestamp = time.Unix(msg.Timestamp.Unix(), 0)
 	}
-	b.publish(ex, key, &message{pub: msg}, b.clk.Now())
+	routed, refused := b.publish(ex, key, &message{pub: msg}, b.clk.Now())
+	if mandatory && !routed {
+		ret := amqp091.Return{
+			ReplyCode: amqp091.NoRoute, ReplyText: "NO_ROUTE", Exchange: exchange, RoutingKey: key,
+			ContentType: msg.ContentType, ContentEncoding: msg.ContentEncoding, Headers: normalize(msg.Headers),
+			DeliveryMode: msg.DeliveryMode, Priority: msg.Priority, CorrelationId: msg.CorrelationId,
+			ReplyTo: msg.ReplyTo, Expiration: msg.Expiration, MessageId: msg.MessageId, Timestamp: msg.Timestamp,
+			Type: msg.Type, UserId: msg.UserId, AppId: msg.AppId, Body: slices.Clone(msg.Body),
+		}
+		for _, p := range ch.returns {
+			// amqp091-go's reader hands a return to its listeners before it reads the
+			// confirmation that follows; a listener with room gets it now, so it is there by
+			// the time the confirmation resolves.
+			p.pushNow(ret)
+		}
+	}
 	if dc != nil {
-		dc.ack = true
+		dc.ack = !refused
 		close(dc.done)
 		for _, p := range ch.confirms {
-			p.push(amqp091.Confirmation{DeliveryTag: dc.tag, Ack: true})
+			p.push(amqp091.Confirmation{DeliveryTag: dc.tag, Ack: dc.ack})
 		}
 	}
 	return dc, nil
@@ -744,11 +797,17 @@ func (ch *channel) refusal(exchange string, immediate bool, expiration string) *
 	}
 	if expiration != "" {
 		n, err := strconv.ParseInt(expiration, 10, 64)
+		if errors.Is(err, strconv.ErrRange) && strings.Trim(expiration, "0123456789") == "" {
+			return serverError(amqp091.PreconditionFailed, "invalid expiration '%s': {value_too_large,%s}", expiration, expiration)
+		}
 		if err != nil {
 			return serverError(amqp091.PreconditionFailed, "invalid expiration '%s': no_integer", expiration)
 		}
 		if n < 0 {
 			return serverError(amqp091.PreconditionFailed, "invalid expiration '%s': {value_negative,%d}", expiration, n)
+		}
+		if n > MaxTTL {
+			return serverError(amqp091.PreconditionFailed, "invalid expiration '%s': {value_too_large,%d}", expiration, n)
 		}
 	}
 	return nil
@@ -772,6 +831,17 @@ func (ch *channel) NotifyPublish(confirm chan amqp091.Confirmation) chan amqp091
 	}
 	ch.confirms = append(ch.confirms, newPipe(confirm, true))
 	return confirm
+}
+
+func (ch *channel) NotifyReturn(c chan amqp091.Return) chan amqp091.Return {
+	ch.b.mu.Lock()
+	defer ch.b.mu.Unlock()
+	if ch.closed {
+		close(c)
+		return c
+	}
+	ch.returns = append(ch.returns, newPipe(c, true))
+	return c
 }
 
 func (ch *channel) NotifyClose(c chan *amqp091.Error) chan *amqp091.Error {

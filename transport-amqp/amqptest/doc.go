@@ -26,12 +26,24 @@
 //     (global=true), delivery tags per channel from 1, ack/nack/reject with multiple (tag 0 =
 //     all), unknown delivery tags close the channel with 406, closing a channel returns its
 //     unacknowledged deliveries with Redelivered set.
-//   - publisher confirms: after Confirm every publishing is acknowledged, in order, through
-//     NotifyPublish and deferred confirmations.
+//   - publisher confirms: after Confirm every publishing is confirmed, in order, through
+//     NotifyPublish and deferred confirmations: a nack when a queue it reached refused it.
+//   - mandatory: a mandatory publishing that reaches no queue is returned (312 NO_ROUTE) to the
+//     NotifyReturn listeners before its confirmation; an x-delayed-message exchange returns
+//     every mandatory publishing it holds back, as the plugin does (it routes only later).
+//   - length limits: x-max-length with x-overflow drop-head (the default: the oldest ready
+//     message is dead-lettered with reason maxlen), reject-publish (refused, nacked under
+//     confirms; a classic queue is full at x-max-length ready messages, a quorum queue above
+//     it) and reject-publish-dlx. A dead letter its target refuses is dropped.
+//   - limits and validation: per-message expiration and x-message-ttl up to MaxTTL (larger ones
+//     are refused with {value_too_large,N}), x-overflow values, and x-dead-letter-strategy
+//     (quorum queues only; at-most-once or at-least-once).
 //
 // Time comes only from the clock: with a clock.Virtual, Advance releases expired and delayed
 // messages (the broker keeps at most one timer armed), and every inspection method (Messages,
 // Queue, Held) first applies whatever is due at the clock's current time, so a test can
-// Advance and then look without waiting. Not emulated: streams, priorities, length limits,
-// mandatory returns, transactions, alternate exchanges, exchange-to-exchange bindings.
+// Advance and then look without waiting. Not emulated: streams, priorities,
+// x-max-length-bytes, transactions, alternate exchanges, exchange-to-exchange bindings, and
+// the redelivery of at-least-once dead letters (the fake never crashes mid-move, so both
+// strategies move a message the same way).
 package amqptest

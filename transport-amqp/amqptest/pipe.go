@@ -13,6 +13,7 @@ type pipe[T any] struct {
 	done    chan struct{}
 	flush   bool
 	stopped bool
+	sending bool // run holds a value it is handing over
 	out     chan T
 }
 
@@ -36,6 +37,27 @@ func (p *pipe[T]) push(v T) {
 	}
 }
 
+// pushNow hands v to the receiver at once when nothing is queued ahead of it and the receiver
+// has room, as amqp091-go's reader hands a value to a buffered listener before it reads the
+// next frame; otherwise it queues v like push.
+func (p *pipe[T]) pushNow(v T) {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
+	if len(p.q) == 0 && !p.sending {
+		select {
+		case p.out <- v:
+			p.mu.Unlock()
+			return
+		default:
+		}
+	}
+	p.mu.Unlock()
+	p.push(v)
+}
+
 func (p *pipe[T]) stop() {
 	p.mu.Lock()
 	if !p.stopped {
@@ -55,7 +77,14 @@ func (p *pipe[T]) next() (T, bool) {
 	v := p.q[0]
 	p.q[0] = zero
 	p.q = p.q[1:]
+	p.sending = true
 	return v, true
+}
+
+func (p *pipe[T]) sent() {
+	p.mu.Lock()
+	p.sending = false
+	p.mu.Unlock()
 }
 
 func (p *pipe[T]) run() {
@@ -72,6 +101,7 @@ func (p *pipe[T]) run() {
 		}
 		select {
 		case p.out <- v:
+			p.sent()
 		case <-p.done:
 			if !p.flush {
 				return

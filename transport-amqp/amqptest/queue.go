@@ -25,6 +25,11 @@ type queue struct {
 	limit    int64
 	hasLimit bool
 
+	maxLen    int64
+	hasMaxLen bool
+	overflow  string // x-overflow: "drop-head" (the default), "reject-publish", "reject-publish-dlx"
+	strategy  string // x-dead-letter-strategy of a quorum queue: "at-most-once" (the default) or "at-least-once"
+
 	ready       []*message
 	unacked     int
 	consumers   []*consumer
@@ -111,6 +116,20 @@ func (b *Broker) requeue(q *queue, m *message, at time.Time) {
 		return 0
 	})
 	q.ready = slices.Insert(q.ready, i, m)
+}
+
+// full reports whether q refuses another publishing under x-overflow reject-publish (or
+// reject-publish-dlx). Measured on RabbitMQ 3.10: a classic queue refuses once it holds
+// x-max-length ready messages; a quorum queue only once it holds more than that (with
+// x-max-length 0 it takes one message, with 1 it takes two).
+func (q *queue) full() bool {
+	if !q.hasMaxLen || (q.overflow != "reject-publish" && q.overflow != "reject-publish-dlx") {
+		return false
+	}
+	if q.quorum {
+		return int64(len(q.ready)) > q.maxLen
+	}
+	return int64(len(q.ready)) >= q.maxLen
 }
 
 // removeConsumer detaches c from its queue and deletes an auto-delete queue that lost its
