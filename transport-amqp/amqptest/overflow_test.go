@@ -171,4 +171,3 @@ func TestDeadLetterStrategyArgument(t *testing.T) {
 		}
 	})
 }
-
