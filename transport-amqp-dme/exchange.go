@@ -161,6 +161,15 @@ func (e *Exchange) Route(queue string, delay time.Duration, msg *amqp091.Publish
 	return e.Name(queue), queue
 }
 
+// RoutesLater reports true: the plugin routes a copy only when its delay is over, and RabbitMQ
+// returns every mandatory publishing to the exchange as unroutable, so the transport publishes
+// these copies confirmed but not mandatory (amqp.RoutesLater). A copy is lost if the exchange's
+// binding to the queue is removed before it is due; with DeclareTopology(true) Ensure binds it
+// at every start and reconnection.
+func (e *Exchange) RoutesLater() bool { return true }
+
+var _ amqp.RoutesLater = (*Exchange)(nil)
+
 // Where names the delayed exchange.
 func (e *Exchange) Where(queue string) string {
 	return fmt.Sprintf("delayed-message exchange %q (bound to %q)", e.Name(queue), queue)

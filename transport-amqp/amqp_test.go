@@ -160,7 +160,7 @@ func newRig(t *testing.T, s server, declare bool) *rig {
 	r.app = core.New(core.WithLogger(slog.New(r.logs)), core.WithoutSignals(), core.WithObserver(r.rec.Observe),
 		core.WithShutdownTimeout(2*time.Second))
 	b, err := amqp.New(s.dial, amqp.DeclareTopology(declare), amqp.WithLogger(r.app.Logger()),
-		amqp.ReconnectBackoff(10*time.Millisecond, 200*time.Millisecond))
+		amqp.ReconnectBackoff(10*time.Millisecond, 200*time.Millisecond), amqp.CopyRetryBackoff(20*time.Millisecond, 200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -596,4 +596,74 @@ func TestPublishTyped(t *testing.T) {
 			t.Fatal("a reserved x- header was accepted")
 		}
 	})
+}
+
+// Issue 15 defect 6 / issue 24 item 3: count headers are read strictly and within bounds. A
+// settle-retry-count near the int64 limit is clamped to core.MaxCount (the message is past any
+// cap: it goes to the dead letter without its handler), "+5" and "007" count as 0, and on a
+// quorum queue a negative x-delivery-count reads as 0; each anomaly is logged.
+func TestCountHeadersStrictAndClamped(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			each(t, func(t *testing.T, s server) {
+				r := newRig(t, s, true)
+				q, dead := r.q("counts"), r.q("counts.dead")
+				attempts := make(chan int, 8)
+				subscribe(r, endpointOf(t, r.broker, k.quorum, q), func(_ context.Context, m *core.Message[string]) error {
+					attempts <- m.Attempt()
+					return nil
+				}, rawCodec, core.DeadLetterAfter(3, dead))
+				r.start()
+				r.waitOpen(q)
+				ch, err := r.be.conn().Channel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ch.Close()
+				pub := func(id string, h amqp091.Table) {
+					if err := ch.PublishWithContext(context.Background(), "", q, false, false, amqp091.Publishing{
+						Body: []byte(id), MessageId: id, Headers: h}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				pub("huge", amqp091.Table{amqp.RetryCountHeader: "9223372036854775807"})
+				pub("plus", amqp091.Table{amqp.RetryCountHeader: "+5"})
+				pub("zeros", amqp091.Table{amqp.RetryCountHeader: "007"})
+				if k.quorum {
+					pub("negative", amqp091.Table{"x-delivery-count": int64(-50)})
+				}
+				dl := r.drain(dead, 1)
+				n := 3
+				if k.quorum {
+					n = 4
+				}
+				st := r.rec.WaitSettled(n)
+				r.stop()
+				if len(dl) != 1 || string(dl[0].Body) != "huge" {
+					t.Fatalf("dead letter %v", dl)
+				}
+				for _, x := range st {
+					id, a := x.Delivery.ID(), x.Delivery.Attempt()
+					switch {
+					case id == "huge" && (a != core.MaxCount+1 || x.Verdict.Action != core.ActDeadLetter):
+						t.Errorf("huge: attempt %d, %v", a, x.Verdict)
+					case id != "huge" && (a != 1 || x.Verdict.Action != core.ActAck):
+						t.Errorf("%s: attempt %d, %v", id, a, x.Verdict)
+					}
+				}
+				if len(attempts) != n-1 {
+					t.Errorf("handler ran %d times; the clamped message is past its cap", len(attempts))
+				}
+				if got := len(r.logs.Find("amqp: " + amqp.RetryCountHeader + " header is above the bound; clamped")); got != 1 {
+					t.Errorf("%d clamp warnings", got)
+				}
+				if got := len(r.logs.Find("amqp: " + amqp.RetryCountHeader + " header is not a decimal string; counting it as 0")); got != 2 {
+					t.Errorf("%d malformed-count warnings", got)
+				}
+				if k.quorum && len(r.logs.Find("amqp: x-delivery-count header out of range; read within [0, core.MaxCount]")) != 1 {
+					t.Errorf("the negative x-delivery-count was not logged")
+				}
+			})
+		})
+	}
 }

@@ -350,7 +350,7 @@ func TestConformanceRabbitMQ(t *testing.T) {
 				c := clock.Real()
 				return transporttest.Env{
 					Backend:  newBackend(t, dial, c, k.quorum),
-					Features: transporttest.Features{CountsAtTake: false},
+					Features: transporttest.Features{CountsAtTake: k.quorum},
 					Clock:    c,
 				}
 			})
@@ -367,7 +367,7 @@ func TestConformanceInProcess(t *testing.T) {
 				srv := amqptest.NewBroker(v)
 				return transporttest.Env{
 					Backend:  newBackend(t, srv.Dial, v, k.quorum),
-					Features: transporttest.Features{CountsAtTake: false},
+					Features: transporttest.Features{CountsAtTake: k.quorum},
 					Clock:    v,
 					Virtual:  v,
 				}

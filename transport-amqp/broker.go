@@ -49,8 +49,12 @@ type Broker struct {
 	dials  int // successful dials; more than one means reconnections
 	closed bool
 
-	pubMu sync.Mutex
-	pub   [2]Channel // [0] plain, [1] confirm mode
+	pubMu    sync.Mutex
+	pub      Channel        // plain publishings (Publish without WithConfirm)
+	confirms []*confirmChan // idle confirm-mode channels (copies, Publish WithConfirm)
+
+	copyBackoff [2]time.Duration
+	copies      copyCounters
 }
 
 // BrokerOption configures a Broker.
@@ -101,6 +105,21 @@ func ReconnectBackoff(min, max time.Duration) BrokerOption {
 	}
 }
 
+// CopyRetryBackoff bounds how long a message whose copy the broker did not take (returned
+// unroutable, nacked by a full queue, not confirmed) is held unacknowledged before it is
+// returned to its queue: min after the first failure of copies to a destination, doubling with
+// each consecutive one up to max, and back to min once a copy there is confirmed (defaults 1s
+// and 30s). The wait runs on the Broker's clock.
+func CopyRetryBackoff(min, max time.Duration) BrokerOption {
+	return func(b *Broker) error {
+		if min <= 0 || max < min {
+			return fmt.Errorf("amqp.CopyRetryBackoff(%v, %v): need 0 < min <= max", min, max)
+		}
+		b.copyBackoff = [2]time.Duration{min, max}
+		return nil
+	}
+}
+
 // New returns a Broker that connects with dial. It does not connect yet: the App's start does
 // (or the first publish).
 func New(dial DialFunc, opts ...BrokerOption) (*Broker, error) {
@@ -108,7 +127,8 @@ func New(dial DialFunc, opts ...BrokerOption) (*Broker, error) {
 		return nil, errors.New("amqp.New: nil DialFunc")
 	}
 	b := &Broker{dial: dial, log: slog.Default(), clock: clock.Real(),
-		backoff: [2]time.Duration{100 * time.Millisecond, 5 * time.Second}}
+		backoff:     [2]time.Duration{100 * time.Millisecond, 5 * time.Second},
+		copyBackoff: [2]time.Duration{time.Second, 30 * time.Second}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("amqp.New: nil option")
@@ -182,12 +202,13 @@ func (b *Broker) channel() (Channel, error) {
 	return c.Channel()
 }
 
-// publish sends msg through the Broker's own publishing channel, waiting for the broker's
-// confirmation when confirm is set. A publish that fails because the channel or connection
-// died is tried once more on a fresh one: a message that failed to be written was not sent.
+// publish sends msg through the Broker's own publishing channel; with confirm it is published
+// mandatory on a confirm-mode channel and waits for the broker's confirmation (see
+// publishConfirmed). A publish that fails because the channel or connection died is tried once
+// more on a fresh one: a message that failed to be written was not sent.
 func (b *Broker) publish(ctx context.Context, exchange, key string, msg amqp091.Publishing, confirm bool) error {
 	err := b.publishOnce(ctx, exchange, key, msg, confirm)
-	if err == nil || errors.Is(err, ErrNotConfirmed) || ctx.Err() != nil {
+	if err == nil || errors.Is(err, ErrNotConfirmed) || errors.Is(err, ErrUnroutable) || ctx.Err() != nil {
 		return err
 	}
 	var ae *amqp091.Error
@@ -205,64 +226,23 @@ func (b *Broker) publish(ctx context.Context, exchange, key string, msg amqp091.
 }
 
 func (b *Broker) publishOnce(ctx context.Context, exchange, key string, msg amqp091.Publishing, confirm bool) error {
-	i := 0
 	if confirm {
-		i = 1
+		return b.publishConfirmed(ctx, exchange, key, true, msg)
 	}
 	b.pubMu.Lock()
-	ch := b.pub[i]
+	defer b.pubMu.Unlock()
+	ch := b.pub
 	if ch == nil || ch.IsClosed() {
 		var err error
 		if ch, err = b.channel(); err != nil {
-			b.pubMu.Unlock()
 			return err
 		}
-		if confirm {
-			if err := ch.Confirm(false); err != nil {
-				b.pubMu.Unlock()
-				_ = ch.Close()
-				return err
-			}
-		}
-		b.pub[i] = ch
+		b.pub = ch
 	}
-	drop := func() {
-		if b.pub[i] == ch {
-			b.pub[i] = nil
-		}
+	if err := ch.PublishWithContext(ctx, exchange, key, false, false, msg); err != nil {
+		b.pub = nil
 		_ = ch.Close()
-	}
-	if !confirm {
-		err := ch.PublishWithContext(ctx, exchange, key, false, false, msg)
-		if err != nil {
-			drop()
-		}
-		b.pubMu.Unlock()
 		return err
-	}
-	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, msg)
-	if err != nil {
-		drop()
-	}
-	b.pubMu.Unlock()
-	if err != nil {
-		return err
-	}
-	return waitConfirm(ctx, dc)
-}
-
-// waitConfirm waits for one publisher confirmation; a nack or a closed channel is
-// ErrNotConfirmed.
-func waitConfirm(ctx context.Context, dc DeferredConfirmation) error {
-	if dc == nil {
-		return errors.New("amqp: channel is not in confirm mode")
-	}
-	ok, err := dc.WaitContext(ctx)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return ErrNotConfirmed
 	}
 	return nil
 }

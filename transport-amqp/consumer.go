@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,9 +35,12 @@ type consumer struct {
 	// a cap), so a drop must not reject into it; it is acknowledged instead.
 	dropByAck bool
 
-	sess   atomic.Pointer[session]
-	epoch  uint64 // of the last session opened; written by the goroutine that opens sessions
-	closed atomic.Bool
+	held holdBack // waits of originals whose copies the broker did not take
+
+	sess     atomic.Pointer[session]
+	epoch    uint64 // of the last session opened; written by the goroutine that opens sessions
+	closed   atomic.Bool
+	stopping atomic.Bool // the consumer was cancelled to give abandoned deliveries back
 }
 
 var (
@@ -105,8 +109,13 @@ type session struct {
 	ch         Channel
 	epoch      uint64
 	deliveries <-chan amqp091.Delivery
-	confirm    bool
 	acks       acker
+
+	cancelOnce sync.Once // basic.cancel before the first abandoned delivery is given back
+
+	holdMu       sync.Mutex
+	holds        map[clock.Timer]struct{} // pending releases of held-back originals
+	holdsStopped bool
 }
 
 // reopen opens a channel on the Broker's connection (dialling again if it closed), redeclares
@@ -127,30 +136,62 @@ func (c *consumer) reopen() error {
 			return fail(fmt.Errorf("basic.qos %d: %w", c.cfg.prefetch, err))
 		}
 	}
-	confirm := c.cfg.policy == Confirmed
-	if confirm {
-		if err := ch.Confirm(false); err != nil {
-			return fail(fmt.Errorf("confirm mode: %w", err))
-		}
+	if c.cfg.policy == FireAndForget {
+		// Copies go out on this channel, mandatory, and their originals are acknowledged
+		// right away: a copy the broker returns is lost, and is at least counted and logged.
+		returns := ch.NotifyReturn(make(chan amqp091.Return, 16))
+		go c.lostCopies(returns)
 	}
 	dl, err := ch.Consume(c.cfg.name, c.tag, false, c.cfg.exclusive, false, false, nil)
 	if err != nil {
 		return fail(topologyErr("queue", c.cfg.name, nil, err))
 	}
 	c.epoch++
-	s := &session{c: c, ch: ch, epoch: c.epoch, deliveries: dl, confirm: confirm}
+	s := &session{c: c, ch: ch, epoch: c.epoch, deliveries: dl}
 	s.acks.init(s)
 	closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	go func() {
 		for range closes {
 		}
+		s.stopHolds()
 		s.acks.die()
 	}()
 	if old := c.sess.Swap(s); old != nil {
+		old.stopHolds()
 		old.acks.die()
 		_ = old.ch.Close()
 	}
 	return nil
+}
+
+// lostCopies counts and logs (at most once per logEvery) the copies the broker returned
+// unroutable under FireAndForget, whose originals were already acknowledged.
+func (c *consumer) lostCopies(returns <-chan amqp091.Return) {
+	var last time.Time
+	quiet := 0
+	for r := range returns {
+		c.b.copies.lost.Add(1)
+		now := c.clock.Now()
+		if !last.IsZero() && now.Sub(last) < logEvery {
+			quiet++
+			continue
+		}
+		c.log.Error("amqp: a copy was returned unroutable after its original was acknowledged (PublishWith(FireAndForget)): the message is lost",
+			"message_id", r.MessageId, "exchange", r.Exchange, "to", r.RoutingKey, "reply", fmt.Sprintf("%d %s", r.ReplyCode, r.ReplyText),
+			"not_logged_since_last", quiet)
+		last, quiet = now, 0
+	}
+}
+
+// stopConsuming cancels the session's consumer once, before an abandoned delivery is given
+// back: a delivery rejected with requeue would otherwise be sent again to this consumer, which
+// is stopping and returns it once more when its channel closes — on a quorum queue that spends
+// two attempts of the message for one abandon.
+func (s *session) stopConsuming() {
+	s.cancelOnce.Do(func() {
+		s.c.stopping.Store(true)
+		_ = s.ch.Cancel(s.c.tag, false)
+	})
 }
 
 // Next hands out the next delivery. When the channel or connection has closed it reconnects
@@ -172,6 +213,11 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 			return nil, ctx.Err()
 		}
 		if !ok {
+			if c.stopping.Load() {
+				// Cancelled to give abandoned deliveries back: the App is stopping.
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
 			c.log.Warn("amqp: consumer channel closed; consuming again", "epoch", s.epoch)
 			s.acks.die()
 			c.sess.CompareAndSwap(s, nil)
@@ -207,20 +253,29 @@ func (c *consumer) recover(ctx context.Context) error {
 
 func (c *consumer) wrap(s *session, m amqp091.Delivery) core.Delivery {
 	s.acks.handOut(m.DeliveryTag)
-	n, ok := retryCount(m.Headers)
-	if !ok {
-		c.log.Warn("amqp: "+RetryCountHeader+" header is not a decimal string; counting it as 0",
-			"message_id", m.MessageId, "value", fmt.Sprintf("%v (%T)", m.Headers[RetryCountHeader], m.Headers[RetryCountHeader]))
+	n, err := retryCount(m.Headers)
+	if err != nil {
+		if errors.Is(err, core.ErrCountClamped) {
+			c.log.Warn("amqp: "+RetryCountHeader+" header is above the bound; clamped",
+				"message_id", m.MessageId, "value", headerString(m.Headers[RetryCountHeader]), "read_as", n, "error", err)
+		} else {
+			c.log.Warn("amqp: "+RetryCountHeader+" header is not a decimal string; counting it as 0",
+				"message_id", m.MessageId, "value", fmt.Sprintf("%.40v (%T)", m.Headers[RetryCountHeader], m.Headers[RetryCountHeader]), "error", err)
+		}
 	}
 	if c.cfg.quorum {
-		dc := deliveryCount(m.Headers)
-		return &QuorumDelivery{Delivery: Delivery{s: s, raw: m, attempt: n + dc + 1}, count: dc}
+		dc, err := deliveryCount(m.Headers)
+		if err != nil {
+			c.log.Warn("amqp: x-delivery-count header out of range; read within [0, core.MaxCount]",
+				"message_id", m.MessageId, "value", fmt.Sprintf("%v", m.Headers["x-delivery-count"]), "read_as", dc, "error", err)
+		}
+		return &QuorumDelivery{Delivery: Delivery{s: s, raw: m, attempt: attemptOf(n, dc)}, count: dc}
 	}
-	a := n + 1
+	returns := 0
 	if m.Redelivered {
-		a++
+		returns = 1
 	}
-	return &Delivery{s: s, raw: m, attempt: a}
+	return &Delivery{s: s, raw: m, attempt: attemptOf(n, returns)}
 }
 
 // Close sends the acknowledgements still batched, cancels the consumer and closes its channel:
@@ -232,8 +287,9 @@ func (c *consumer) Close() error {
 		return nil
 	}
 	s.acks.flush(true)
+	s.stopHolds()
 	s.acks.die()
-	_ = s.ch.Cancel(c.tag, false)
+	s.cancelOnce.Do(func() { _ = s.ch.Cancel(c.tag, false) })
 	if err := s.ch.Close(); err != nil && !errors.Is(err, amqp091.ErrClosed) {
 		return err
 	}

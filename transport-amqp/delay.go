@@ -83,7 +83,18 @@ type serverDelay struct{ d Delay }
 func (p serverDelay) park(ctx context.Context, c *consumer, s *session, d core.Delivery, v core.Verdict, settled core.Settled) {
 	msg := copyOf(&base(d).raw, d.Attempt())
 	exchange, key := p.d.Route(c.cfg.name, v.Delay, &msg)
-	c.publishThenAck(ctx, s, d, v, settled, exchange, key, msg)
+	later, _ := p.d.(RoutesLater)
+	c.publishThenAck(ctx, s, d, v, settled, exchange, key, msg, later == nil || !later.RoutesLater())
+}
+
+// RoutesLater is implemented by a Delay whose exchange routes a copy only once its delay is
+// over, as the rabbitmq_delayed_message_exchange plugin does: RabbitMQ would return every
+// mandatory publishing to it as unroutable, so its copies are published confirmed but not
+// mandatory, and a copy whose route is gone by the time it is due is lost. Ensure binds the
+// route when settle declares.
+type RoutesLater interface {
+	// RoutesLater reports whether copies are routed only when they are due.
+	RoutesLater() bool
 }
 
 // inProcessDelay holds the copy in core.InProcessDelay and publishes it back to the queue when
@@ -102,6 +113,7 @@ func (p inProcessDelay) park(_ context.Context, c *consumer, s *session, d core.
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := p.b.publish(ctx, "", queue, copy, p.policy == Confirmed); err != nil {
+			p.b.copies.count(err)
 			c.log.Error("amqp: delayed copy lost: publishing it back failed",
 				"message_id", d.ID(), "attempt", d.Attempt(), "error", err)
 		}

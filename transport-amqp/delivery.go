@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -113,35 +114,70 @@ func headerString(v any) string {
 	return fmt.Sprint(v)
 }
 
-// retryCount reads settle-retry-count; ok is false when it is present but not a non-negative
-// decimal string (it then counts as 0).
-func retryCount(h amqp091.Table) (n int, ok bool) {
+// retryCount reads settle-retry-count (0 when absent) strictly, as core.ParseCount does:
+// digits only, no sign, no leading zero. A value of another type or form counts as 0 and err
+// says why; one above core.MaxCount counts as core.MaxCount and err matches
+// core.ErrCountClamped.
+func retryCount(h amqp091.Table) (int, error) {
 	v, present := h[RetryCountHeader]
 	if !present {
-		return 0, true
+		return 0, nil
 	}
-	s, isString := v.(string)
-	if !isString {
-		return 0, false
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case []byte:
+		s = string(x)
+	default:
+		return 0, fmt.Errorf("%s is a %T, not a decimal string", RetryCountHeader, v)
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return 0, false
+	n, err := core.ParseCount(s)
+	if err != nil && !errors.Is(err, core.ErrCountClamped) {
+		return 0, err
 	}
-	return n, true
+	return n, err
 }
 
-// deliveryCount reads a quorum queue's x-delivery-count (absent on the first delivery).
-func deliveryCount(h amqp091.Table) int {
-	switch x := h["x-delivery-count"].(type) {
-	case int64:
-		return int(x)
-	case int32:
-		return int(x)
-	case int16:
-		return int(x)
-	case int:
-		return x
+// deliveryCount reads a quorum queue's x-delivery-count (absent on the first delivery). A
+// negative value counts as 0 and one above core.MaxCount as core.MaxCount, each with an error
+// saying so; a value that is not an integer counts as 0.
+func deliveryCount(h amqp091.Table) (int, error) {
+	v, present := h["x-delivery-count"]
+	if !present {
+		return 0, nil
 	}
-	return 0
+	var n int64
+	switch x := v.(type) {
+	case int64:
+		n = x
+	case int32:
+		n = int64(x)
+	case int16:
+		n = int64(x)
+	case int8:
+		n = int64(x)
+	case int:
+		n = int64(x)
+	case uint8:
+		n = int64(x)
+	case uint16:
+		n = int64(x)
+	case uint32:
+		n = int64(x)
+	default:
+		return 0, fmt.Errorf("x-delivery-count is a %T, not an integer", v)
+	}
+	switch {
+	case n < 0:
+		return 0, fmt.Errorf("x-delivery-count %d is negative; read as 0", n)
+	case n > core.MaxCount:
+		return core.MaxCount, fmt.Errorf("%w: x-delivery-count %d read as %d", core.ErrCountClamped, n, core.MaxCount)
+	}
+	return int(n), nil
 }
+
+// attemptOf is the attempt of a delivery: the copies before it (settle-retry-count), the
+// returns of this copy (quorum: x-delivery-count; classic: 1 when redelivered), and this
+// delivery. Each part is at most core.MaxCount, so the sum cannot overflow.
+func attemptOf(copies, returns int) int { return copies + returns + 1 }

@@ -77,7 +77,7 @@ func newDelayRig(t *testing.T, s delayServer, be *backend, declare bool) *rig {
 	r.app = core.New(core.WithLogger(slog.New(r.logs)), core.WithoutSignals(), core.WithObserver(r.rec.Observe),
 		core.WithShutdownTimeout(2*time.Second), core.WithClock(s.clk()))
 	b, err := amqp.New(s.dial, amqp.DeclareTopology(declare), amqp.WithLogger(r.app.Logger()), amqp.WithClock(s.clk()),
-		amqp.ReconnectBackoff(10*time.Millisecond, 200*time.Millisecond))
+		amqp.ReconnectBackoff(10*time.Millisecond, 200*time.Millisecond), amqp.CopyRetryBackoff(20*time.Millisecond, 200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestDLXTTLConformance(t *testing.T) {
 					v := clock.NewVirtual(coretest.Epoch)
 					be := newBackend(t, amqptest.NewBroker(v).Dial, v, k.quorum, amqp.DLXTTL())
 					be.name("work" + amqp.RetrySuffix)
-					return transporttest.Env{Backend: be, Features: transporttest.Features{CountsAtTake: false}, Clock: v, Virtual: v}
+					return transporttest.Env{Backend: be, Features: transporttest.Features{CountsAtTake: k.quorum}, Clock: v, Virtual: v}
 				})
 			})
 			t.Run("rabbitmq", func(t *testing.T) {
@@ -160,7 +160,7 @@ func TestDLXTTLConformance(t *testing.T) {
 					c := clock.Real()
 					be := newBackend(t, dial, c, k.quorum, amqp.DLXTTL())
 					be.name("work" + amqp.RetrySuffix)
-					return transporttest.Env{Backend: be, Features: transporttest.Features{CountsAtTake: false}, Clock: c}
+					return transporttest.Env{Backend: be, Features: transporttest.Features{CountsAtTake: k.quorum}, Clock: c}
 				})
 			})
 		})
@@ -240,11 +240,14 @@ func TestDLXTTLSurvivesRestart(t *testing.T) {
 		q, waiting := first.q("refunds"), first.q("refunds"+amqp.RetrySuffix)
 		d := s.delay(time.Minute, 500*time.Millisecond)
 		ep := endpointOf(t, first.broker, false, q, amqp.DLXTTL())
-		subscribe(first, ep, func(context.Context, *core.Message[string]) error { return core.RetryAfter(d) }, rawCodec)
+		var parkedAt time.Time // before the copy is published (its TTL starts when it is queued)
+		subscribe(first, ep, func(context.Context, *core.Message[string]) error {
+			parkedAt = time.Now()
+			return core.RetryAfter(d)
+		}, rawCodec)
 		first.start()
 		first.publish(q, "refund-1")
 		first.rec.WaitSettled(1)
-		parkedAt := time.Now()
 		first.stop()
 		if n := first.ready(waiting); n != 1 {
 			t.Fatalf("with the service stopped the waiting queue holds %d, want the copy", n)

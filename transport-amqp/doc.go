@@ -12,8 +12,7 @@
 //     with the count raised by one, then acknowledges the original — publish first, on the same
 //     channel, so a crash between the two duplicates and never loses. At the cap the copy goes to
 //     dest (default exchange, routing key = dest) carrying the final count. Without a cap a retry
-//     is a plain requeue. PublishWith(Confirmed) makes a copy count only once RabbitMQ confirms
-//     it; a nack or a closed channel leaves the original to come back.
+//     is a plain requeue. Copies are published as the publish policy says (see below).
 //   - Quorum(b, "payouts", ...) — the server counts (x-delivery-count). core.DeadLetterAfter(n,
 //     dest) becomes queue arguments: x-queue-type=quorum, x-delivery-limit=n-1 (RabbitMQ 3.10
 //     delivers a message limit+1 times), x-dead-letter-exchange="" and
@@ -22,7 +21,8 @@
 //     subscription refuses to start, because a queue declared elsewhere carries its owner's
 //     arguments. Without a cap the queue is declared with an explicit x-delivery-limit of
 //     DefaultDeliveryLimit (RabbitMQ 4's default), settable with DeliveryLimit, which needs a
-//     DeadLetterExchange route. Quorum queues take no publish policy: there is no copy to publish.
+//     DeadLetterExchange route. Quorum queues publish copies too (dead letters at the cap,
+//     waiting-queue copies), under the same publish policy.
 //
 // # Outcomes
 //

@@ -20,10 +20,15 @@ var (
 	// settlement could be sent. Nothing is sent on another channel (RabbitMQ would close it for
 	// an unknown delivery tag); the broker returns the message to its queue by itself.
 	ErrChannelGone = errors.New("the delivery's channel is closed; the broker returns the message")
-	// ErrNotConfirmed is the settlement error of a copy (retry, dead letter) that RabbitMQ did
-	// not confirm under the Confirmed publish policy: the original is not acknowledged, so it
-	// comes back.
-	ErrNotConfirmed = errors.New("the broker did not confirm the copy")
+	// ErrNotConfirmed is the error of a publishing RabbitMQ refused (nack: a full queue under
+	// x-overflow reject-publish) or did not confirm before its channel closed: for a copy
+	// (retry, waiting-queue or delayed copy, dead letter) under the Confirmed policy the
+	// original is held back, not acknowledged, and returned to its queue.
+	ErrNotConfirmed = errors.New("the broker did not confirm the publishing")
+	// ErrUnroutable is matched by the *ReturnError of a mandatory publishing that reached no
+	// queue (basic.return): for a copy the original is held back and returned, as for
+	// ErrNotConfirmed.
+	ErrUnroutable = errors.New("the broker routed the publishing to no queue")
 )
 
 // TopologyError reports an exchange or queue that is missing or that exists with other

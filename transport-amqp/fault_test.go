@@ -280,20 +280,18 @@ func TestAcknowledgementsCoalesce(t *testing.T) {
 	})
 }
 
-// Under the Confirmed policy a copy RabbitMQ refuses (the dead letter is full and rejects
-// publishes) leaves the original unacknowledged: it comes back and is not lost. Coming back past
-// its cap, it goes to the dead letter again without its handler, and once the dead letter takes
-// publishes again it arrives there.
+// Under the Confirmed policy (the default) a copy RabbitMQ refuses (the dead letter is full and
+// rejects publishes) leaves the original unacknowledged: it is held back, then returned — not
+// requeued at once in a loop — and it is not lost. Coming back past its cap, it goes to the dead
+// letter again without its handler; a copy published while the dead letter is missing is
+// returned unroutable and held back too; once the dead letter takes publishes again the message
+// arrives there. The failures are counted and logged at most once per interval.
 func TestConfirmedCopyNackedKeepsOriginal(t *testing.T) {
-	t.Skip("issue 15 defects 2 and 4: the refused copy requeues at once (hot loop) and a copy published while the dead letter is being redeclared is confirmed unroutable and lost; the RabbitMQ hardening work removes this skip")
-	for _, s := range servers(t) {
-		if !s.real {
-			continue // amqptest does not implement x-overflow=reject-publish
-		}
+	each(t, func(t *testing.T, s server) {
 		r := newRig(t, s, true)
 		q, dead := r.q("confirmed"), r.q("confirmed.dead")
 		r.declare(dead, amqp091.Table{"x-max-length": int64(0), "x-overflow": "reject-publish"})
-		ep, err := amqp.Classic(r.broker, q, amqp.PublishWith(amqp.Confirmed))
+		ep, err := amqp.Classic(r.broker, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,9 +302,11 @@ func TestConfirmedCopyNackedKeepsOriginal(t *testing.T) {
 		}, rawCodec, core.DeadLetterAfter(1, dead))
 		r.start()
 		r.publish(q, "m")
-		got := r.rec.WaitSettled(1)
-		if got[0].Verdict.Action != core.ActDeadLetter || !errors.Is(got[0].Err, amqp.ErrNotConfirmed) {
-			t.Fatalf("first settlement %v: %v, want an unconfirmed dead letter", got[0].Verdict, got[0].Err)
+		got := r.rec.WaitFor(func(all []core.Settlement) bool { return len(all) >= 3 })
+		for i, st := range got[:3] {
+			if st.Verdict.Action != core.ActDeadLetter || !errors.Is(st.Err, amqp.ErrNotConfirmed) {
+				t.Fatalf("settlement %d: %v: %v, want an unconfirmed dead letter", i, st.Verdict, st.Err)
+			}
 		}
 		ch, err := r.be.conn().Channel()
 		if err != nil {
@@ -315,6 +315,10 @@ func TestConfirmedCopyNackedKeepsOriginal(t *testing.T) {
 		if _, err := ch.QueueDelete(dead, false, false, false); err != nil {
 			t.Fatal(err)
 		}
+		// The dead letter is missing for a while: copies are returned unroutable.
+		r.rec.WaitFor(func(all []core.Settlement) bool {
+			return errors.Is(all[len(all)-1].Err, amqp.ErrUnroutable)
+		})
 		ch.Close()
 		r.declare(dead, nil) // the dead letter takes publishes again
 		dl := r.drain(dead, 1)
@@ -328,7 +332,21 @@ func TestConfirmedCopyNackedKeepsOriginal(t *testing.T) {
 		if n := len(r.drain(q, 0)); n != 0 {
 			t.Fatalf("%d messages left", n)
 		}
-	}
+		all := r.rec.Settlements()
+		// Held back between returns: far fewer deliveries than an immediate requeue loop
+		// makes (thousands a second), bounded by the doubling wait of 20ms..200ms.
+		if len(all) > 60 {
+			t.Errorf("%d settlements: the refused copy was not held back", len(all))
+		}
+		st := r.broker.CopyStats()
+		if st.Refused < 3 || st.Returned < 1 || st.Published != 1 || st.Lost != 0 {
+			t.Errorf("copy stats %+v", st)
+		}
+		if logs := r.logs.Find("amqp: a copy was not taken by the broker; its original is held back, then returned to the queue"); len(logs) < 1 || len(logs) > 2 {
+			t.Errorf("%d error lines for %d refused copies, want one per 10s", len(logs), st.Refused+st.Returned)
+		}
+		t.Logf("%s: %d settlements, copy stats %+v", s.name, len(all), st)
+	})
 }
 
 // Under the Confirmed policy a confirmed copy counts: retries below the cap and the dead

@@ -15,18 +15,27 @@ import (
 // behaviour does not depend on the server's version (RabbitMQ 3 has no default limit).
 const DefaultDeliveryLimit = 20
 
-// PublishPolicy is how a classic subscription publishes its copies (retries below the cap, dead
-// letters at it) before it acknowledges the original.
+// PublishPolicy is how a subscription publishes the copies it makes — retries on a classic
+// queue with a cap, waiting-queue (DLXTTL) and delayed-exchange (amqpdme) copies, dead letters —
+// before it acknowledges the original, on classic and quorum queues alike.
 type PublishPolicy uint8
 
 const (
-	// FireAndForget publishes the copy on the delivery's channel and acknowledges the original
-	// right after it, on the same channel: a crash between the two duplicates, never loses. The
-	// default.
+	// FireAndForget publishes the copy (mandatory) on the delivery's channel and acknowledges
+	// the original right after it, on the same channel, without waiting for the broker. A
+	// crash between the two duplicates, never loses; but a copy the broker does not take is
+	// lost, because the original is already acknowledged: one returned unroutable (its queue
+	// was deleted: counted in CopyStats.Lost and logged), one a full queue refuses under
+	// x-overflow reject-publish, or one in flight when the connection drops (neither is seen).
+	// Opt in only where those losses are acceptable; it saves the wait for a confirmation on
+	// failing messages only.
 	FireAndForget PublishPolicy = iota + 1
-	// Confirmed puts the consumer's channel in confirm mode and acknowledges the original only
-	// once RabbitMQ has confirmed the copy. A nack, or a channel that closes first, leaves the
-	// original unacknowledged: it is returned (basic.reject with requeue) or comes back by itself.
+	// Confirmed publishes the copy mandatory on a confirm-mode channel and acknowledges the
+	// original only once RabbitMQ has confirmed it. A copy returned unroutable, refused (nack)
+	// or not confirmed before its channel closes leaves the original unacknowledged: it is held
+	// back for a doubling wait (CopyRetryBackoff) and then rejected with requeue, so it comes
+	// back without an immediate redelivery loop; the failure is logged (rate-limited) and
+	// counted (Broker.CopyStats). The default.
 	Confirmed
 )
 
@@ -102,10 +111,9 @@ func AutoDelete() ClassicOption {
 	return classicOption(func(c *queueConfig) error { c.autoDelete = true; return nil })
 }
 
-// PublishWith sets the policy for the copies a classic subscription publishes (retries and dead
-// letters). A quorum queue publishes no copies for its cap, so the option does not exist for it.
-func PublishWith(p PublishPolicy) ClassicOption {
-	return classicOption(func(c *queueConfig) error {
+// PublishWith sets the policy for the copies the subscription publishes (default Confirmed).
+func PublishWith(p PublishPolicy) QueueOption {
+	return queueOption(func(c *queueConfig) error {
 		if p != FireAndForget && p != Confirmed {
 			return fmt.Errorf("amqp.PublishWith(%v): unknown publish policy", p)
 		}
@@ -240,7 +248,7 @@ var (
 // Classic returns the classic queue name on b. It fails, naming the option, on an invalid
 // option or a name over 255 bytes.
 func Classic(b *Broker, name string, opts ...ClassicOption) (*ClassicQueue, error) {
-	cfg := queueConfig{name: name, durable: true, policy: FireAndForget}
+	cfg := queueConfig{name: name, durable: true, policy: Confirmed}
 	if err := newQueue(b, &cfg); err != nil {
 		return nil, err
 	}
@@ -258,7 +266,7 @@ func Classic(b *Broker, name string, opts ...ClassicOption) (*ClassicQueue, erro
 // Quorum returns the quorum queue name on b. A quorum queue is always durable, never exclusive
 // or auto-delete. It fails, naming the option, on an invalid option or combination.
 func Quorum(b *Broker, name string, opts ...QuorumOption) (*QuorumQueue, error) {
-	cfg := queueConfig{name: name, quorum: true, durable: true, limit: DefaultDeliveryLimit}
+	cfg := queueConfig{name: name, quorum: true, durable: true, limit: DefaultDeliveryLimit, policy: Confirmed}
 	if err := newQueue(b, &cfg); err != nil {
 		return nil, err
 	}

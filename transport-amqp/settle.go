@@ -31,12 +31,17 @@ func base(d core.Delivery) *Delivery {
 //     (a quorum queue counts it);
 //   - retry after d: a copy with the count raised waits d, then comes back to the queue: on the
 //     server when the queue has a Delay (DLXTTL, amqpdme; the copy is published, then the
-//     original acknowledged, on the same channel), otherwise in the process (at-most-once,
-//     logged) with the original acknowledged at once;
+//     original acknowledged), otherwise in the process (at-most-once, logged) with the original
+//     acknowledged at once;
 //   - dead letter (core resolved the cap, on classic and quorum queues alike): a copy carrying
 //     the final count and why it died (core.DeadLetterInfo's headers) is published to the
 //     destination (default exchange), then the original is acknowledged;
-//   - abandon: basic.reject with requeue; it is never acknowledged.
+//   - abandon: the consumer is cancelled (once), then basic.reject with requeue; it is never
+//     acknowledged.
+//
+// Copies follow the queue's publish policy (PublishWith): under Confirmed, the default, a copy
+// is published mandatory and the original acknowledged only once the broker confirmed it; a
+// copy returned or refused leaves the original held back and then returned (see hold).
 func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, settled core.Settled) {
 	del := base(d)
 	s := del.s
@@ -55,7 +60,7 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 			s.acks.reject(tag, true, d, v, settled)
 			return
 		}
-		c.copyThenAck(ctx, s, d, v, settled, c.cfg.name)
+		c.publishThenAck(ctx, s, d, v, settled, "", c.cfg.name, copyOf(&del.raw, d.Attempt()), true)
 	case core.ActRetryAfter:
 		c.delay.park(ctx, c, s, d, v, settled)
 	case core.ActDeadLetter:
@@ -63,46 +68,47 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		for k, val := range core.NewDeadLetterInfo(d, v, c.cfg.name, c.clock.Now()).Headers() {
 			msg.Headers[k] = val
 		}
-		c.publishThenAck(ctx, s, d, v, settled, "", v.Dest, msg)
+		c.publishThenAck(ctx, s, d, v, settled, "", v.Dest, msg, true)
 	default: // core.ActAbandon
+		s.stopConsuming()
 		s.acks.reject(tag, true, d, v, settled)
 	}
 }
 
-// copyThenAck publishes a copy of the delivery, carrying its attempt as the count, to key on the
-// default exchange, then acknowledges the original; publish first, on the same channel. Under
-// the Confirmed policy the acknowledgement waits for the broker's confirmation, and a copy that
-// is not confirmed leaves the original to come back (rejected with requeue).
-func (c *consumer) copyThenAck(ctx context.Context, s *session, d core.Delivery, v core.Verdict, settled core.Settled, key string) {
-	c.publishThenAck(ctx, s, d, v, settled, "", key, copyOf(&base(d).raw, d.Attempt()))
-}
-
-// publishThenAck publishes msg to exchange with key, then acknowledges the original, on the
-// delivery's channel, as copyThenAck describes.
-func (c *consumer) publishThenAck(ctx context.Context, s *session, d core.Delivery, v core.Verdict, settled core.Settled, exchange, key string, msg amqp091.Publishing) {
+// publishThenAck publishes msg (mandatory when mandatory: a destination that routes later,
+// like the delayed-message exchange, cannot be checked at publishing time), then acknowledges
+// the original.
+//
+// Under Confirmed the copy goes through the Broker's confirm-mode channels and the original is
+// acknowledged once the broker confirmed it; a copy that is returned, refused or not confirmed
+// leaves the original held back for a doubling wait and then returned with requeue (hold).
+// Under FireAndForget the copy goes out on the delivery's own channel and the original is
+// acknowledged right after it on the same channel: a crash between the two duplicates, but a
+// copy the broker returns or drops is lost.
+func (c *consumer) publishThenAck(ctx context.Context, s *session, d core.Delivery, v core.Verdict, settled core.Settled, exchange, key string, msg amqp091.Publishing, mandatory bool) {
 	tag := base(d).raw.DeliveryTag
 	if s.acks.isDead() {
 		settled(d, v, ErrChannelGone)
 		return
 	}
-	if !s.confirm {
-		if err := s.ch.PublishWithContext(ctx, exchange, key, false, false, msg); err != nil {
+	if c.cfg.policy == FireAndForget {
+		if err := s.ch.PublishWithContext(ctx, exchange, key, mandatory, false, msg); err != nil {
+			err = gone(err)
+			c.b.copies.failed.Add(1)
 			s.acks.reject(tag, true, d, v, func(d core.Delivery, v core.Verdict, _ error) { settled(d, v, err) })
 			return
 		}
+		c.b.copies.published.Add(1)
 		s.acks.ack(tag, d, v, settled)
 		return
 	}
-	dc, err := s.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false, false, msg)
-	if err == nil {
-		err = waitConfirm(ctx, dc)
-	}
-	if err != nil {
-		c.log.Warn("amqp: copy not confirmed; the original is returned, not acknowledged",
-			"message_id", d.ID(), "attempt", d.Attempt(), "exchange", exchange, "to", key, "error", err)
-		s.acks.reject(tag, true, d, v, func(d core.Delivery, v core.Verdict, _ error) { settled(d, v, err) })
+	dest := exchange + "/" + key
+	if err := c.b.publishConfirmed(ctx, exchange, key, mandatory, msg); err != nil {
+		c.hold(s, d, v, settled, dest, err)
 		return
 	}
+	c.b.copies.published.Add(1)
+	c.held.ok(dest)
 	s.acks.ack(tag, d, v, settled)
 }
 

@@ -1,0 +1,168 @@
+package amqp_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rabbitmq/amqp091-go"
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/coretest"
+	amqp "github.com/settlehq/settle/transport-amqp"
+)
+
+// fill publishes (confirmed) long-lived messages to queue until it refuses one.
+func (r *rig) fill(queue string) {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	for range 5 {
+		err := amqp.Publish(ctx, r.broker, "", queue, "filler", amqp.WithConfirm(), amqp.WithPayloadCodec(core.Raw))
+		if errors.Is(err, amqp.ErrNotConfirmed) {
+			return
+		}
+		if err != nil {
+			r.t.Fatalf("fill %q: %v", queue, err)
+		}
+	}
+	r.t.Fatalf("queue %q never refused a publishing", queue)
+}
+
+// Issue 15, defect 1: a quorum queue's RetryAfter copy that its waiting queue refuses (full,
+// x-overflow reject-publish) is not reported settled and the original is not acknowledged: it
+// is held back and returned, and once the waiting queue takes copies again the copy goes
+// through and comes back.
+func TestQuorumWaitingQueueFullKeepsOriginal(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, false)
+		q := r.q("payouts")
+		waiting := r.q("payouts" + amqp.RetrySuffix)
+		r.declare(q, amqp091.Table{"x-queue-type": "quorum"})
+		args := amqp.WaitingQueue("").Args(q)
+		args["x-max-length"] = int64(1)
+		args["x-overflow"] = "reject-publish"
+		r.declare(waiting, args)
+		ep, err := amqp.Quorum(r.broker, q, amqp.DLXTTL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		subscribe(r, ep, func(_ context.Context, m *core.Message[string]) error {
+			if m.Headers()[amqp.RetryCountHeader] == "" {
+				return core.RetryAfter(50 * time.Millisecond) // the original
+			}
+			return nil // the copy, back from the waiting queue
+		}, rawCodec)
+		r.start()
+		r.fill(waiting)
+		r.publish(q, "m")
+		got := r.rec.WaitSettled(1)
+		if got[0].Verdict.Action != core.ActRetryAfter || !errors.Is(got[0].Err, amqp.ErrNotConfirmed) {
+			t.Fatalf("first settlement %v: %v, want a refused copy", got[0].Verdict, got[0].Err)
+		}
+		ch, err := r.be.conn().Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.QueuePurge(waiting, false); err != nil {
+			t.Fatal(err)
+		}
+		ch.Close()
+		r.rec.WaitFor(func(all []core.Settlement) bool {
+			last := all[len(all)-1]
+			return last.Err == nil && last.Verdict.Action == core.ActAck && last.Delivery.Headers()[amqp.RetryCountHeader] != ""
+		})
+		r.stop()
+		if n := len(r.drain(q, 0)) + len(r.drain(waiting, 0)); n != 0 {
+			t.Fatalf("%d messages left", n)
+		}
+		if st := r.broker.CopyStats(); st.Refused < 1 || st.Published != 1 {
+			t.Fatalf("copy stats %+v", st)
+		}
+	})
+}
+
+// Issue 15, defect 2: a dead letter deleted while the service runs does not swallow copies:
+// published mandatory, they are returned, the original is held back and returned, and reaches
+// the dead letter once it exists again — on classic and quorum queues.
+func TestDeadLetterDeletedCopiesReturned(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			each(t, func(t *testing.T, s server) {
+				r := newRig(t, s, true)
+				q, dead := r.q("work"), r.q("work.dead")
+				subscribe(r, endpointOf(t, r.broker, k.quorum, q), func(context.Context, *core.Message[string]) error {
+					return core.Retry()
+				}, rawCodec, core.DeadLetterAfter(2, dead))
+				r.start()
+				r.waitOpen(q)
+				ch, err := r.be.conn().Channel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := ch.QueueDelete(dead, false, false, false); err != nil {
+					t.Fatal(err)
+				}
+				ch.Close()
+				r.publish(q, "m")
+				r.rec.WaitFor(func(all []core.Settlement) bool {
+					if len(all) == 0 {
+						return false
+					}
+					last := all[len(all)-1]
+					return last.Verdict.Action == core.ActDeadLetter && errors.Is(last.Err, amqp.ErrUnroutable)
+				})
+				r.declare(dead, nil)
+				dl := r.drain(dead, 1)
+				r.stop()
+				if len(dl) != 1 || string(dl[0].Body) != "m" {
+					t.Fatalf("dead letter %v", dl)
+				}
+				if st := r.broker.CopyStats(); st.Returned < 1 || st.Lost != 0 {
+					t.Fatalf("copy stats %+v", st)
+				}
+			})
+		})
+	}
+}
+
+// Issue 15, defect 3: FireAndForget is an explicit opt-in whose loss is no longer silent: a
+// copy returned after its original was acknowledged is counted as lost and logged.
+func TestFireAndForgetReturnedCopyCountedLost(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, true)
+		q, dead := r.q("work"), r.q("work.dead")
+		ep, err := amqp.Classic(r.broker, q, amqp.PublishWith(amqp.FireAndForget))
+		if err != nil {
+			t.Fatal(err)
+		}
+		subscribe(r, ep, func(context.Context, *core.Message[string]) error { return core.Retry() }, rawCodec, core.DeadLetterAfter(1, dead))
+		r.start()
+		r.waitOpen(q)
+		ch, err := r.be.conn().Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.QueueDelete(dead, false, false, false); err != nil {
+			t.Fatal(err)
+		}
+		ch.Close()
+		r.publish(q, "m")
+		r.rec.WaitSettled(1)
+		lost := "amqp: a copy was returned unroutable after its original was acknowledged (PublishWith(FireAndForget)): the message is lost"
+		deadline := time.Now().Add(coretest.WaitTimeout)
+		for len(r.logs.Find(lost)) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the lost copy was not logged")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		r.stop()
+		if st := r.broker.CopyStats(); st.Lost != 1 || st.Published != 1 {
+			t.Fatalf("copy stats %+v", st)
+		}
+		if n := len(r.drain(q, 0)); n != 0 {
+			t.Fatalf("%d messages left", n)
+		}
+	})
+}
