@@ -271,3 +271,19 @@ func (s *session) stopHolds() {
 	}
 	s.holds = nil
 }
+
+// waitConfirm waits for one publisher confirmation; a nack or a closed channel is
+// ErrNotConfirmed.
+func waitConfirm(ctx context.Context, dc DeferredConfirmation) error {
+	if dc == nil {
+		return errors.New("amqp: channel is not in confirm mode")
+	}
+	ok, err := dc.WaitContext(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrNotConfirmed
+	}
+	return nil
+}
