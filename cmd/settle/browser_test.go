@@ -107,7 +107,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// SQLite: a standard table; two messages die, two wait a day.
 	sq := sqliteFixture(t)
-	db, err := sqlite.Open(strings.TrimPrefix(sq.args[1], "sqlite://"))
+	db, err := sqlite.Open(ctx, strings.TrimPrefix(sq.args[1], "sqlite://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Processed, read with each backend's own client: the SQLite row is marked, the RabbitMQ
 	// queue is empty (the acknowledgement is coalesced; Stop flushes it, so read after stopping).
 	var processedAt *string
-	if err := db.SQL().QueryRow(`SELECT processed_at FROM jobs WHERE grp = 'refunds' AND payload LIKE '%r-1%'`).Scan(&processedAt); err != nil || processedAt == nil {
+	if err := db.Pool().QueryRow(`SELECT processed_at FROM jobs WHERE grp = 'refunds' AND payload LIKE '%r-1%'`).Scan(&processedAt); err != nil || processedAt == nil {
 		t.Errorf("the redriven SQLite row: processed_at %v, %v; want set", processedAt, err)
 	}
 }
