@@ -35,19 +35,19 @@ type Row struct {
 
 // WriteTable prints rows as an aligned table: one line per trial with its backend and form,
 // messages, faults, lost messages, duplicate handler runs, duplicate broker copies, double
-// settlements, messages stuck at the end, dead letters without a count, the longest time to
-// recover and the status.
+// settlements, messages stuck at the end, messages that ended otherwise than their kind says,
+// dead letters without a count, the longest time to recover and the status.
 func WriteTable(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "trial\tbackend\tform\tmsgs\tfaults\tlost\tdup runs\tdup copies\tdouble\tstuck\tnocount\trecover\ttime\tstatus")
+	fmt.Fprintln(tw, "trial\tbackend\tform\tmsgs\tfaults\tlost\tdup runs\tdup copies\tdouble\tstuck\twrong\tnocount\trecover\ttime\tstatus")
 	for _, r := range rows {
 		res := r.Result
 		if res == nil {
 			res = &Result{}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n",
 			r.Trial, r.Backend, r.Form, res.Messages, res.Faults, res.Counts[Lost], res.DupRuns, res.DupCopies, res.Counts[Double],
-			res.Counts[Stuck], res.Counts[NoCount], seconds(res.MaxRecover), seconds(r.Duration), r.Status)
+			res.Counts[Stuck], res.Counts[Wrong], res.Counts[NoCount], seconds(res.MaxRecover), seconds(r.Duration), r.Status)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -50,12 +50,13 @@ type config struct {
 var (
 	sqlBackends  = []string{"postgres", "mariadb", "sqlite"}
 	amqpBackends = []string{"rabbitmq"}
+	natsBackends = []string{"nats"}
 )
 
 func parse(args []string) (*config, chaos.Mix, error) {
 	c := &config{}
 	fs := flag.NewFlagSet("chaos-worker", flag.ContinueOnError)
-	fs.StringVar(&c.backend, "backend", "", "postgres, mariadb, sqlite or rabbitmq")
+	fs.StringVar(&c.backend, "backend", "", "postgres, mariadb, sqlite, rabbitmq or nats")
 	fs.StringVar(&c.form, "form", "lease", "SQL claim form: lease, rowlock or advisory (sqlite: lease or advisory)")
 	fs.BoolVar(&c.transactional, "transactional", false, "SQL: run handlers in the delivery's transaction (side rows need it)")
 	fs.StringVar(&c.queueType, "queue-type", "classic", "rabbitmq: classic or quorum")
@@ -63,7 +64,7 @@ func parse(args []string) (*config, chaos.Mix, error) {
 	fs.StringVar(&c.publish, "publish", "default", "rabbitmq classic: copies' publish policy: default, confirmed or fire-and-forget")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the handler mix")
 	fs.StringVar(&c.mix, "mix", chaos.DefaultMix, "handler mix: kind=weight,…")
-	fs.StringVar(&c.dsn, "dsn", "", "postgres URL, MariaDB DSN, SQLite file path or AMQP URL (loopback only)")
+	fs.StringVar(&c.dsn, "dsn", "", "postgres URL, MariaDB DSN, SQLite file path, AMQP or NATS URL (loopback only)")
 	fs.StringVar(&c.table, "table", "", "SQL queue table ([schema.]name)")
 	fs.StringVar(&c.queue, "queue", "q", "SQL: the queue's group; rabbitmq: the queue's name")
 	fs.StringVar(&c.dead, "dead", "dead", "dead-letter group (SQL) or queue (rabbitmq)")
@@ -75,7 +76,7 @@ func parse(args []string) (*config, chaos.Mix, error) {
 	fs.StringVar(&c.ledger, "ledger", "", "ledger file (appended, one write per line)")
 	fs.StringVar(&c.name, "name", "w", "this worker's name in the ledger")
 	fs.StringVar(&c.state, "state", "", "directory of self_kill markers (one kill per message)")
-	fs.DurationVar(&c.lease, "lease", 2*time.Second, "SQL lease form: the lease")
+	fs.DurationVar(&c.lease, "lease", 2*time.Second, "SQL lease form: the lease; nats: the consumer's AckWait")
 	fs.DurationVar(&c.poll, "poll", 100*time.Millisecond, "SQL: poll interval")
 	fs.DurationVar(&c.work, "work", 10*time.Millisecond, "mean handler time (uniform in [0, 2×work))")
 	fs.DurationVar(&c.retryDelay, "retry-delay", 300*time.Millisecond, "the retry_after kind's delay")
@@ -113,9 +114,9 @@ func contains(list []string, s string) bool {
 func (c *config) validate(mix chaos.Mix) error {
 	switch {
 	case c.backend == "":
-		return errors.New("-backend is required: postgres, mariadb, sqlite or rabbitmq")
-	case !c.isSQL() && !contains(amqpBackends, c.backend):
-		return fmt.Errorf("-backend %q: postgres, mariadb, sqlite or rabbitmq", c.backend)
+		return errors.New("-backend is required: postgres, mariadb, sqlite, rabbitmq or nats")
+	case !c.isSQL() && !contains(amqpBackends, c.backend) && !contains(natsBackends, c.backend):
+		return fmt.Errorf("-backend %q: postgres, mariadb, sqlite, rabbitmq or nats", c.backend)
 	case c.dsn == "":
 		return fmt.Errorf("-dsn is required for -backend %s", c.backend)
 	case c.ledger == "":
@@ -152,6 +153,17 @@ func (c *config) validate(mix chaos.Mix) error {
 			}
 		}
 		return nil
+	}
+	if c.backend == "nats" {
+		switch {
+		case c.transactional || c.failAck || c.plugin != "":
+			return errors.New("-transactional, -fail-ack and -plugin are for SQL backends")
+		case mix.Has(chaos.Side) || mix.Has(chaos.SideDrop) || mix.Has(chaos.SideRetry):
+			return errors.New("-mix has side-row kinds: NATS has no transaction to write them in")
+		case c.lease <= 0:
+			return fmt.Errorf("-lease %v: must be positive", c.lease)
+		}
+		return servers.CheckLoopback(hostOf(c.backend, c.dsn))
 	}
 	switch {
 	case !contains([]string{"classic", "quorum"}, c.queueType):
@@ -365,9 +377,12 @@ func run(cfg *config, mix chaos.Mix) error {
 	var ep core.Endpoint
 	var opts []core.Option
 	var closeFn func()
-	if cfg.isSQL() {
+	switch {
+	case cfg.isSQL():
 		ep, opts, closeFn, err = setupSQL(ctx, app, w)
-	} else {
+	case cfg.backend == "nats":
+		ep, opts, closeFn, err = setupNATS(app, w)
+	default:
 		ep, opts, closeFn, err = setupAMQP(app, w)
 	}
 	if err != nil {

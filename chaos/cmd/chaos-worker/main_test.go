@@ -17,6 +17,8 @@ func TestParseRefusesBadFlagsNamingThem(t *testing.T) {
 		{[]string{"-backend", "postgres", "-dsn", "postgres://u@10.0.0.5:5432/db", "-table", "t", "-mix", "ack=1"}, "not a loopback address"},
 		{[]string{"-backend", "mariadb", "-dsn", "root@tcp(db.example.com:3306)/x", "-table", "t", "-mix", "ack=1"}, "not a loopback address"},
 		{[]string{"-backend", "rabbitmq", "-dsn", "amqp://guest:guest@192.168.1.2:5672/", "-mix", "ack=1"}, "not a loopback address"},
+		{[]string{"-backend", "nats", "-dsn", "nats://10.1.1.1:4222", "-mix", "ack=1"}, "not a loopback address"},
+		{[]string{"-backend", "nats", "-dsn", "nats://127.0.0.1:4230", "-transactional"}, "for SQL backends"},
 		{[]string{"-backend", "sqlite", "-dsn", "/tmp/q.db", "-form", "rowlock", "-table", "t"}, "SQLite has no row locks"},
 		{[]string{"-backend", "postgres", "-dsn", "postgres://u@127.0.0.1/db", "-form", "queue", "-table", "t"}, `-form "queue"`},
 		{[]string{"-backend", "postgres", "-dsn", "postgres://u@127.0.0.1/db", "-table", "t"}, "need -transactional"},

@@ -49,7 +49,7 @@ func parse(args []string) (*options, error) {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	profile := fs.String("profile", "bounded", "bounded (CI: every trial, small) or long (2,000 messages, 100+ kills per backend × form)")
 	run := fs.String("run", "", "run only trials whose name/backend/form matches this regular expression")
-	backends := fs.String("backends", "postgres,mariadb,sqlite,rabbitmq", "comma-separated backends to run")
+	backends := fs.String("backends", "postgres,mariadb,sqlite,rabbitmq,nats", "comma-separated backends to run")
 	fs.StringVar(&o.dir, "dir", "", "directory for the run's servers, databases and ledgers (default: a new temporary directory)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (ledgers, worker logs) afterwards")
 	fs.StringVar(&o.workerBin, "worker", "", "the chaos-worker binary (default: chaos-worker beside this program)")
@@ -97,11 +97,11 @@ func parse(args []string) (*options, error) {
 	for _, b := range strings.Split(*backends, ",") {
 		b = strings.TrimSpace(b)
 		switch b {
-		case "postgres", "mariadb", "sqlite", "rabbitmq":
+		case "postgres", "mariadb", "sqlite", "rabbitmq", "nats":
 			o.backends[b] = true
 		case "":
 		default:
-			return nil, fmt.Errorf("-backends: unknown backend %q (postgres, mariadb, sqlite, rabbitmq)", b)
+			return nil, fmt.Errorf("-backends: unknown backend %q (postgres, mariadb, sqlite, rabbitmq, nats)", b)
 		}
 	}
 	self, _ := os.Executable()

@@ -47,6 +47,7 @@ type Env struct {
 	maria     *servers.MariaDB
 	rabbit    *servers.RabbitMQ
 	amqpProxy *proxy.Proxy
+	nats      *servers.NATS
 	startErr  map[string]error
 	seq       int
 }
@@ -179,6 +180,9 @@ func (e *Env) Close() {
 	defer e.mu.Unlock()
 	if e.amqpProxy != nil {
 		e.amqpProxy.Close()
+	}
+	if e.nats != nil {
+		e.nats.Close()
 	}
 	if e.rabbit != nil {
 		e.rabbit.Close()

@@ -41,13 +41,18 @@ type Profile struct {
 	// Crash makes the broker-restart trials kill the RabbitMQ node (a full restart, ~10 s)
 	// instead of restarting its application.
 	Crash bool
+	// Gap bounds the random wait between faults (a fault also comes when a random share of
+	// the messages has finished, if that is sooner).
+	Gap [2]time.Duration
 }
 
 var (
 	// Bounded is the CI profile: every trial, few messages, a few faults each.
-	Bounded = Profile{Name: "bounded", Messages: 40, Small: 30, Kills: 3, Faults: 2, Scale: 1, Drain: 40 * time.Second, Lease: time.Second}
+	Bounded = Profile{Name: "bounded", Messages: 40, Small: 30, Kills: 3, Faults: 2, Scale: 1, Drain: 40 * time.Second, Lease: time.Second,
+		Gap: [2]time.Duration{100 * time.Millisecond, 1500 * time.Millisecond}}
 	// Long is the full profile: 2,000 messages and 100+ kills per backend × form.
-	Long = Profile{Name: "long", Messages: 2000, Small: 300, Kills: 120, Faults: 12, Scale: 5, Drain: 25 * time.Minute, Lease: 2 * time.Second, Crash: true}
+	Long = Profile{Name: "long", Messages: 2000, Small: 300, Kills: 120, Faults: 12, Scale: 5, Drain: 25 * time.Minute, Lease: 2 * time.Second, Crash: true,
+		Gap: [2]time.Duration{20 * time.Millisecond, 400 * time.Millisecond}}
 )
 
 // Fault is something the driver does to a trial.
@@ -438,7 +443,7 @@ func (r *run) faultCount() int {
 }
 
 // inject performs the trial's faults at random moments of the drain: each when a random share
-// (5–80%) of the messages has finished or after a random 0.1–1.5 s, whichever comes first
+// (5–80%) of the messages has finished or after a random gap (the profile's), whichever first
 // (grouped settlement can finish a whole batch at once), until the faults are done or the
 // queue is drained.
 func (r *run) inject(ctx context.Context, deadline time.Time) {
@@ -452,7 +457,8 @@ func (r *run) inject(ctx context.Context, deadline time.Time) {
 	}
 	sort.Ints(points)
 	for i := 0; i < n && ctx.Err() == nil && time.Now().Before(deadline); i++ {
-		since, gap := time.Now(), 100*time.Millisecond+time.Duration(rand.Int64N(int64(1400*time.Millisecond)))
+		g := r.env.Profile.Gap
+		since, gap := time.Now(), g[0]+time.Duration(rand.Int64N(int64(g[1]-g[0])+1))
 		for r.st.finishedCount() < points[i] && time.Since(since) < gap && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}

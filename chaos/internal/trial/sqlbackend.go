@@ -191,12 +191,12 @@ func (b *sqlBackend) snapshot(ctx context.Context) (chaos.Snapshot, error) {
 		if err := rows.Scan(&payload, &grp, &attempt, &processed, &hdr); err != nil {
 			return snap, fmt.Errorf("%s: read %s: %w", b.kind, b.table, err)
 		}
-		var p struct{ ID string }
-		if json.Unmarshal(payload, &p) != nil || p.ID == "" {
+		id := messageIDOf(payload)
+		if id == "" {
 			snap.Strangers++
 			continue
 		}
-		o := snap.Messages[p.ID]
+		o := snap.Messages[id]
 		o.Copies++
 		o.Count = -1
 		switch {
@@ -208,7 +208,7 @@ func (b *sqlBackend) snapshot(ctx context.Context) (chaos.Snapshot, error) {
 		default:
 			o.Where = chaos.Pending
 		}
-		snap.Messages[p.ID] = o
+		snap.Messages[id] = o
 	}
 	if err := rows.Err(); err != nil {
 		return snap, err
@@ -232,6 +232,15 @@ func (b *sqlBackend) snapshot(ctx context.Context) (chaos.Snapshot, error) {
 		snap.Messages[id] = o
 	}
 	return snap, side.Err()
+}
+
+// messageIDOf reads the message id from a seeded payload; "" when it has none.
+func messageIDOf(payload []byte) string {
+	var p struct{ ID string }
+	if json.Unmarshal(payload, &p) != nil {
+		return ""
+	}
+	return p.ID
 }
 
 // deadCount is a dead-letter row's count: its settle-retry-count header when it has one (which

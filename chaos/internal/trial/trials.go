@@ -45,6 +45,16 @@ func amqpTrial(name, form string, sc Scenario, m *Mark) *Trial {
 		open: func(env *Env) backend { return &amqpBackend{env: env, queueType: f[0], delay: f[1]} }}
 }
 
+func natsTrial(name string, sc Scenario) *Trial {
+	if sc.Mix == "" {
+		sc.Mix = amqpMix
+	}
+	m := &Mark{Issue: 19, Intermittent: true, Cats: cats(chaos.Wrong),
+		Reason: "NumDelivered counts every message a crashed consumer had fetched (a batch of its worker count), handled or not, so with the cap at claim (core e416b6d) neighbours of three crashes are dead-lettered as \"not settled\" (new finding, reported to the lead)"}
+	return &Trial{Name: name, Backend: "nats", Form: "jetstream", Scenario: sc, Mark: m,
+		open: func(env *Env) backend { return &natsBackend{env: env} }}
+}
+
 // List returns every trial, in the order of the table.
 func List() []*Trial {
 	var ts []*Trial
@@ -128,6 +138,14 @@ func List() []*Trial {
 	for _, f := range []string{"classic", "quorum"} {
 		add(amqpTrial("compete", f, Scenario{Workers: 2, StallBound: 8 * time.Second}, markAMQP("compete", f)))
 	}
+	// NATS JetStream: the kill loop, a poison pill, and the suite's own nats-server restarted
+	// (SIGTERM, then SIGKILL) mid-drain.
+	add(natsTrial("kill", Scenario{Messages: -1, FaultCount: -1, Faults: []Fault{Kill}, StallBound: 8 * time.Second}))
+	add(natsTrial("poison", Scenario{Messages: 20, Mix: "ack=85,poison=15", Drain: 12 * time.Second}))
+	add(natsTrial("restart", Scenario{Faults: []Fault{RestartGraceful, RestartCrash}, Work: 20 * time.Millisecond,
+		RecoverBound: 2 * time.Second, StallBound: 8 * time.Second}))
+	add(natsTrial("compete", Scenario{Workers: 2, StallBound: 8 * time.Second}))
+
 	// the dead-letter queue deleted mid-drain and declared again: no copy may be lost, and the
 	// failing messages' handlers must not spin.
 	add(amqpTrial("refused-copies", "classic", Scenario{Mix: "ack=70,fail=30", Faults: []Fault{DeleteDead}, FaultCount: 1,
@@ -175,7 +193,13 @@ func withNeighbours(m *Mark, form string, sc Scenario) *Mark {
 	return &c
 }
 
-func markKill(b, f string) *Mark { return nil }
+func markKill(b, f string) *Mark {
+	if f == "rowlock" {
+		return &Mark{Issue: 14, Intermittent: true, Cats: cats(chaos.Stall, chaos.Stuck),
+			Reason: "under frequent crashes the row-lock form re-claims its whole batch and loses all of it at every kill: long stretches without a settlement (the shrinking batch fixes it)"}
+	}
+	return nil
+}
 
 func markPoison(b, f string) *Mark {
 	switch {

@@ -1,0 +1,123 @@
+package servers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// NATS is the suite's own nats-server with JetStream, its store in a directory of the run.
+type NATS struct {
+	Port   int
+	dir    string
+	server string
+	g      *Groups
+
+	mu   sync.Mutex
+	proc *Proc
+}
+
+// StartNATS starts nats-server with JetStream on port, storing in dir.
+func StartNATS(ctx context.Context, g *Groups, dir string, port int) (*NATS, error) {
+	server, err := findBin("nats-server", "/usr/sbin", "/usr/local/bin", "/usr/bin")
+	if err != nil {
+		return nil, fmt.Errorf("nats: install nats-server: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "store"), 0o700); err != nil {
+		return nil, fmt.Errorf("nats: %w", err)
+	}
+	n := &NATS{Port: port, dir: dir, server: server, g: g}
+	if err := n.Start(ctx); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// URL is the server's client URL.
+func (n *NATS) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.Port) }
+
+// Start starts the server and waits until JetStream answers.
+func (n *NATS) Start(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc != nil && !n.proc.Exited() {
+		return nil
+	}
+	cmd := exec.Command(n.server, "-a", "127.0.0.1", "-p", strconv.Itoa(n.Port), "-js",
+		"-sd", filepath.Join(n.dir, "store"), "-n", "settle-chaos-"+strconv.Itoa(n.Port))
+	proc, err := Start(n.g, "nats-server", cmd, filepath.Join(n.dir, "server.log"), syscall.SIGKILL)
+	if err != nil {
+		return fmt.Errorf("nats: %w", err)
+	}
+	n.proc = proc
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := n.ping()
+		if err == nil {
+			return nil
+		}
+		if proc.Exited() {
+			return fmt.Errorf("nats-server on port %d exited at start: %v: %s", n.Port, proc.Err(), proc.Tail(800))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("nats-server on port %d: JetStream did not answer within 30s: %v", n.Port, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (n *NATS) ping() error {
+	nc, err := nats.Connect(n.URL(), nats.Timeout(time.Second), nats.NoReconnect())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	_, err = nc.Request("$JS.API.INFO", nil, time.Second)
+	return err
+}
+
+// Stop stops the server: SIGTERM (a clean shutdown) or SIGKILL (a crash).
+func (n *NATS) Stop(mode StopMode) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc == nil || n.proc.Exited() {
+		return nil
+	}
+	sig := syscall.SIGTERM
+	if mode == Crash {
+		sig = syscall.SIGKILL
+	}
+	_ = n.proc.Signal(sig)
+	if !n.proc.Wait(30 * time.Second) {
+		n.proc.KillGroup()
+		return fmt.Errorf("nats-server on port %d did not stop within 30s of %v; killed", n.Port, sig)
+	}
+	n.g.Remove(n.proc.Pid())
+	return nil
+}
+
+// Restart stops the server in mode and starts it again.
+func (n *NATS) Restart(ctx context.Context, mode StopMode) error {
+	if err := n.Stop(mode); err != nil {
+		return err
+	}
+	return n.Start(ctx)
+}
+
+// Close kills the server.
+func (n *NATS) Close() {
+	_ = n.Stop(Crash)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc != nil {
+		n.proc.KillGroup()
+	}
+}
