@@ -1,5 +1,5 @@
 // Package opstest is the conformance suite of ops.Queue: every backend runs it from its own
-// tests (sqlqueue on each dialect and table shape, RabbitMQ, JetStream, the in-memory
+// tests (sqlqueue on each dialect and table shape, RabbitMQ, the in-memory
 // coretest broker), filling and reading its queues with its own client, so that every backend
 // means the same thing by stats, list, show, redrive and purge.
 package opstest
