@@ -176,3 +176,91 @@ func TestDeadLetterInfoRoundTrips(t *testing.T) {
 		t.Fatalf("reason without a cause: %q", r)
 	}
 }
+
+// listEndpoint hands out its deliveries in order, then blocks; its finisher acks.
+type listEndpoint struct {
+	ds []core.Delivery
+}
+
+func (e *listEndpoint) Queue() string { return "refunds" }
+func (e *listEndpoint) Open(context.Context, core.Subscription) (core.Source, core.Finisher, error) {
+	return &listSource{ds: e.ds}, e, nil
+}
+func (e *listEndpoint) Finish(_ context.Context, d core.Delivery, v core.Verdict, settled core.Settled) {
+	settled(d, v, nil)
+}
+
+type listSource struct{ ds []core.Delivery }
+
+func (s *listSource) Next(ctx context.Context) (core.Delivery, error) {
+	if len(s.ds) > 0 {
+		d := s.ds[0]
+		s.ds = s.ds[1:]
+		return d, nil
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (s *listSource) Close() error { return nil }
+
+type suspectDelivery struct {
+	id      string
+	suspect bool
+}
+
+func (d suspectDelivery) ID() string                 { return d.id }
+func (d suspectDelivery) Attempt() int               { return 2 }
+func (d suspectDelivery) Body() []byte               { return []byte(`{}`) }
+func (d suspectDelivery) Headers() map[string]string { return nil }
+func (d suspectDelivery) Suspect() bool              { return d.suspect }
+
+func TestSuspectDeliveryRunsAlone(t *testing.T) {
+	h := coretest.New(t)
+	ds := []core.Delivery{suspectDelivery{"a", false}, suspectDelivery{"b", false}, suspectDelivery{"s", true}, suspectDelivery{"c", false}}
+	var running, peakWithSuspect atomic.Int32
+	started := make(chan string, 4)
+	release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{}), "s": make(chan struct{}), "c": make(chan struct{})}
+	err := core.Subscribe(h.App, &listEndpoint{ds: ds}, func(_ context.Context, m *core.Message[Refund]) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		if m.ID() == "s" && n != 1 {
+			peakWithSuspect.Store(n)
+		}
+		started <- m.ID()
+		<-release[m.ID()]
+		return nil
+	}, core.Workers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	if a, b := <-started, <-started; a+b != "ab" && a+b != "ba" {
+		t.Fatalf("started %s, %s", a, b)
+	}
+	// The third worker took the suspect delivery: it waits until a and b are done.
+	select {
+	case id := <-started:
+		t.Fatalf("%s started while a and b run", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release["a"])
+	close(release["b"])
+	if id := <-started; id != "s" {
+		t.Fatalf("then %s started, want the suspect", id)
+	}
+	// c waits for the suspect, though workers are free.
+	select {
+	case id := <-started:
+		t.Fatalf("%s started beside the suspect", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release["s"])
+	if id := <-started; id != "c" {
+		t.Fatalf("then %s", id)
+	}
+	close(release["c"])
+	h.WaitSettled(4)
+	if n := peakWithSuspect.Load(); n != 0 {
+		t.Fatalf("the suspect ran with %d handlers", n)
+	}
+}

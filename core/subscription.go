@@ -89,6 +89,12 @@ func (s *subscription) run(pullCtx, workCtx context.Context) {
 	defer s.running.Store(false)
 	var pull sync.Mutex
 	backoff := time.Duration(0) // guarded by pull
+	// alone isolates suspect deliveries: a worker holds it shared while it handles a delivery,
+	// and exclusively while it handles a suspect one, so that a message that may have killed
+	// the process runs with nothing else of the subscription beside it (a crash then charges
+	// an attempt to it alone). One worker needs no lock.
+	var alone sync.RWMutex
+	isolate := s.opts.Workers > 1
 	var workers sync.WaitGroup
 	for range s.opts.Workers {
 		workers.Add(1)
@@ -101,7 +107,18 @@ func (s *subscription) run(pullCtx, workCtx context.Context) {
 				if !ok {
 					return
 				}
-				s.process(workCtx, d)
+				switch {
+				case !isolate:
+					s.process(workCtx, d)
+				case isSuspect(d):
+					alone.Lock()
+					s.process(workCtx, d)
+					alone.Unlock()
+				default:
+					alone.RLock()
+					s.process(workCtx, d)
+					alone.RUnlock()
+				}
 			}
 		}()
 	}
@@ -131,6 +148,20 @@ func (s *subscription) next(pullCtx context.Context, backoff *time.Duration) (De
 		return d, true
 	}
 	return nil, false
+}
+
+// Suspect is implemented by a delivery that can tell whether its message's previous delivery
+// may have ended without a settlement: a lease that lapsed, a message the broker redelivered
+// after a connection or process went away. Core handles a suspect delivery with no other handler
+// of its subscription running, so that if it is the message that kills the process, the crash
+// charges an attempt to it alone and the cap ends its loop without taking its neighbours along.
+type Suspect interface {
+	Suspect() bool
+}
+
+func isSuspect(d Delivery) bool {
+	sd, ok := d.(Suspect)
+	return ok && sd.Suspect()
 }
 
 // DeliveryContext is implemented by a delivery that gives its handler a context of its own,
