@@ -337,7 +337,8 @@ func TestQuorumCapMovesWithReason(t *testing.T) {
 			t.Fatalf("dead letter %+v (%v, %v), body %q", info, ok, err, got[0].Body)
 		}
 		args := s.args(t, q)
-		for _, want := range []string{"x-delivery-limit", "5", "x-dead-letter-routing-key", dead, "x-queue-type", "quorum"} {
+		for _, want := range []string{"x-delivery-limit", "5", "x-dead-letter-routing-key", dead, "x-queue-type", "quorum",
+			"x-dead-letter-strategy", "at-least-once", "x-overflow", "reject-publish"} {
 			if !strings.Contains(args, want) {
 				t.Errorf("queue arguments %s lack %q", args, want)
 			}

@@ -58,7 +58,7 @@ func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscriptio
 	c := &consumer{
 		b: b, cfg: cfg, sub: sub, log: sub.Logger, clock: sub.Clock,
 		cap: o.Cap, dest: o.DeadLetterTo,
-		topo:      topology{cfg: cfg, args: cfg.queueArgs(o.Cap, o.DeadLetterTo), dest: o.DeadLetterTo},
+		topo:      topology{cfg: cfg, args: cfg.queueArgs(o.Cap, o.DeadLetterTo), dest: o.DeadLetterTo, log: sub.Logger},
 		dropByAck: cfg.quorum && o.Cap > 0,
 		tag:       consumerTag(sub.Name),
 	}
@@ -67,6 +67,9 @@ func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscriptio
 	}
 	if c.clock == nil {
 		c.clock = b.clock
+	}
+	if c.topo.log == nil {
+		c.topo.log = c.log
 	}
 	c.delay = newDelayer(c)
 	c.batch = 64
@@ -83,8 +86,20 @@ func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscriptio
 		return nil, nil, fmt.Errorf("consume from queue %q: %w", cfg.name, err)
 	}
 	if cfg.quorum && o.Cap == 0 {
-		c.log.Info("amqp: quorum queue without a cap; the server dead-letters or discards a message after its delivery limit", "delivery_limit", cfg.limit)
+		if !b.declare {
+			// The queue is its owner's: log the limit it has, not the one settle would declare.
+			limit := "none"
+			if v, ok := c.topo.server["x-delivery-limit"]; ok {
+				limit = fmt.Sprint(v)
+			} else if c.topo.server == nil {
+				limit = "unknown"
+			}
+			c.log.Info("amqp: quorum queue without a cap, declared elsewhere; the server dead-letters or discards a message after its delivery limit, if it has one", "delivery_limit", limit)
+		} else {
+			c.log.Info("amqp: quorum queue without a cap; the server dead-letters or discards a message after its delivery limit", "delivery_limit", cfg.limit)
+		}
 	}
+	logDelay(c) // only for a subscription that starts
 	return c, c, nil
 }
 

@@ -64,15 +64,22 @@ type delayer interface {
 	park(ctx context.Context, c *consumer, s *session, d core.Delivery, v core.Verdict, settled core.Settled)
 }
 
-// newDelayer returns the subscription's delayer and says in the log where its delayed copies
-// wait; a subscription that can lose them is logged at warning level.
+// newDelayer returns the subscription's delayer.
 func newDelayer(c *consumer) delayer {
 	if c.cfg.delay != nil {
-		c.log.Info("amqp: delayed retries wait on the server", "delay", c.cfg.delay.Where(c.cfg.name))
 		return serverDelay{c.cfg.delay}
 	}
-	c.log.Warn("amqp: delayed retries (RetryAfter) of this subscription wait in the process: at-most-once, a copy still waiting when the service stops is lost; mount the queue with amqp.DLXTTL() or amqpdme to keep them on the server")
 	return inProcessDelay{b: c.b, policy: c.cfg.policy}
+}
+
+// logDelay says in the log where the delayed copies of a subscription that started wait; a
+// subscription that can lose them is logged at warning level.
+func logDelay(c *consumer) {
+	if c.cfg.delay != nil {
+		c.log.Info("amqp: delayed retries wait on the server", "delay", c.cfg.delay.Where(c.cfg.name))
+		return
+	}
+	c.log.Warn("amqp: delayed retries (RetryAfter) of this subscription wait in the process: at-most-once, a copy still waiting when the service stops is lost; mount the queue with amqp.DLXTTL() or amqpdme to keep them on the server")
 }
 
 // serverDelay publishes the copy to the Delay's exchange and routing key, then acknowledges

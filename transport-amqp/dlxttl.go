@@ -82,10 +82,43 @@ func (w WaitingQueue) Name(queue string) string {
 	return string(w)
 }
 
-// Args are the waiting queue's arguments: expired copies go back to queue through the default
-// exchange.
+// Args are the waiting queue's arguments: a quorum queue whose expired copies go back to queue
+// through the default exchange, dead-lettered at-least-once (x-dead-letter-strategy, which
+// needs x-overflow=reject-publish): a copy in the middle of its move home when the broker stops
+// or crashes stays in the waiting queue and is moved again, where a classic queue's
+// dead-lettering, at-most-once, would lose it. Per-message TTL on quorum queues needs RabbitMQ
+// 3.10 or later; like a classic queue, a quorum queue expires messages only at its head.
 func (w WaitingQueue) Args(queue string) amqp091.Table {
-	return amqp091.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue}
+	return amqp091.Table{
+		"x-queue-type":              "quorum",
+		"x-dead-letter-strategy":    "at-least-once",
+		"x-overflow":                "reject-publish",
+		"x-dead-letter-exchange":    "",
+		"x-dead-letter-routing-key": queue,
+	}
+}
+
+// verify checks the arguments of a waiting queue declared elsewhere (read with
+// queueArguments): a quorum queue that dead-letters at-least-once back to queue.
+func (w WaitingQueue) verify(queue string, got amqp091.Table) error {
+	want := w.Args(queue)
+	var missing []string
+	for _, k := range []string{"x-queue-type", "x-dead-letter-strategy", "x-overflow", "x-dead-letter-exchange", "x-dead-letter-routing-key"} {
+		if v, ok := argString(got, k); !ok || v != want[k] {
+			have := "none"
+			if g, ok := got[k]; ok {
+				have = fmt.Sprintf("%v", g)
+			}
+			missing = append(missing, fmt.Sprintf("%s=%v (has %s)", k, want[k], have))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return &TopologyError{Kind: "waiting queue", Name: w.Name(queue), Declared: want,
+		Problem: fmt.Sprintf("lacks %s: settle relies on it to send expired copies back to %q at-least-once, so that a broker stop or crash in the middle of that move loses nothing; "+
+			"declare it with these arguments (a queue's arguments cannot change: delete it once its copies have gone home, then declare it again), or mount with amqp.DeclareTopology(true)",
+			strings.Join(missing, ", "), queue)}
 }
 
 // Ensure declares the waiting queue (durable, with Args) or checks passively that it exists.
@@ -97,6 +130,10 @@ func (w WaitingQueue) Ensure(ch Channel, queue string, declare bool) error {
 	var err error
 	if declare {
 		_, err = ch.QueueDeclare(name, true, false, false, false, args)
+		if isCode(err, amqp091.PreconditionFailed) {
+			return &TopologyError{Kind: "waiting queue", Name: name, Declared: args, Err: err,
+				Problem: fmt.Sprintf("exists with other arguments (the server: %v); waiting queues are quorum queues that dead-letter at-least-once since settle's broker-restart hardening: delete this one once its copies have gone home (it then holds none), and settle declares it again", err)}
+		}
 	} else {
 		_, err = ch.QueueDeclarePassive(name, true, false, false, false, nil)
 		args = nil

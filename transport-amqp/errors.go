@@ -42,11 +42,18 @@ type TopologyError struct {
 	// Declared are the arguments settle declared or expected, nil for none.
 	Declared amqp091.Table
 	// Err is the server's error (404 NOT_FOUND, 406 PRECONDITION_FAILED); its text names the
-	// argument the server holds differently.
+	// argument the server holds differently. Nil when settle found the difference itself.
 	Err error
+	// Problem says what settle found wrong with an existing entity it verified without
+	// declaring (the wrong queue type, arguments a subscription needs and the queue lacks) and
+	// how to fix it; empty when the server refused a declaration.
+	Problem string
 }
 
 func (e *TopologyError) Error() string {
+	if e.Problem != "" {
+		return fmt.Sprintf("%s %q %s (expected %s)", e.Kind, e.Name, e.Problem, formatTable(e.Declared))
+	}
 	var ae *amqp091.Error
 	code := 0
 	if errors.As(e.Err, &ae) {
@@ -63,6 +70,9 @@ func (e *TopologyError) Error() string {
 
 // Is makes a TopologyError match ErrNotFound or ErrMismatch.
 func (e *TopologyError) Is(target error) bool {
+	if e.Problem != "" {
+		return target == ErrMismatch
+	}
 	var ae *amqp091.Error
 	if !errors.As(e.Err, &ae) {
 		return false

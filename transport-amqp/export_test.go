@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"github.com/rabbitmq/amqp091-go"
 	"time"
 
 	"github.com/settlehq/settle/core"
@@ -18,4 +19,9 @@ func SetFlushInterval(d time.Duration) (restore func()) {
 	old := flushInterval
 	flushInterval = d
 	return func() { flushInterval = old }
+}
+
+// QueueArguments reads an existing queue's arguments without declaring (queueArguments).
+func QueueArguments(b *Broker, name string, durable bool) (amqp091.Table, error) {
+	return queueArguments(b, name, durable, false)
 }

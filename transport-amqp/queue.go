@@ -198,6 +198,7 @@ var settleArgs = map[string]string{
 	"x-delivery-limit":          "DeliveryLimit or core.DeadLetterAfter",
 	"x-dead-letter-exchange":    "DeadLetterExchange or core.DeadLetterAfter",
 	"x-dead-letter-routing-key": "DeadLetterExchange or core.DeadLetterAfter",
+	"x-dead-letter-strategy":    "the transport (at-least-once on every quorum queue with a dead-letter route)",
 }
 
 // Arguments adds raw queue arguments (x-max-length, x-message-ttl, x-overflow, …), declared
@@ -281,6 +282,9 @@ func Quorum(b *Broker, name string, opts ...QuorumOption) (*QuorumQueue, error) 
 	if cfg.limitSet && cfg.dlx == nil {
 		return nil, fmt.Errorf("amqp.Quorum(%q): DeliveryLimit(%d) without DeadLetterExchange: a message that spends its deliveries would be discarded; give it a route", name, cfg.limit)
 	}
+	if o, ok := cfg.args["x-overflow"]; ok && o != "reject-publish" && cfg.dlx != nil {
+		return nil, fmt.Errorf("amqp.Quorum(%q): x-overflow %v with a dead-letter route: settle dead-letters at-least-once (x-dead-letter-strategy=at-least-once), which RabbitMQ honours only with x-overflow=reject-publish", name, o)
+	}
 	if cfg.limitSet && !b.declare {
 		return nil, fmt.Errorf("amqp.Quorum(%q): DeliveryLimit(%d) needs DeclareTopology(true): the limit is a queue argument, which only a declaring service sets", name, cfg.limit)
 	}
@@ -344,6 +348,16 @@ func (c *queueConfig) queueArgs(cap int, dest string) amqp091.Table {
 	if c.quorum {
 		t["x-queue-type"] = "quorum"
 		t["x-delivery-limit"] = int64(c.limit)
+		if cap > 0 || c.dlx != nil {
+			// The server moves a message at its delivery limit; at-most-once (RabbitMQ's
+			// default) loses a message in the middle of that move when the broker stops or
+			// crashes. At-least-once keeps it in the queue until the target confirmed it, and
+			// RabbitMQ honours it only with reject-publish overflow (which changes nothing
+			// without a length limit; with one, publishes past it are refused, nacked under
+			// confirms, instead of dropping the oldest message).
+			t["x-dead-letter-strategy"] = "at-least-once"
+			t["x-overflow"] = "reject-publish"
+		}
 		if cap > 0 {
 			// settle moves a message at its cap itself (core resolves the cap, and a delivery
 			// past it goes to the dead letter without its handler); the server's limit is the

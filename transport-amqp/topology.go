@@ -3,6 +3,7 @@ package amqp
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/rabbitmq/amqp091-go"
 )
@@ -14,6 +15,11 @@ type topology struct {
 	cfg  *queueConfig
 	args amqp091.Table
 	dest string // the cap's dead-letter queue, "" without a cap
+	log  *slog.Logger
+
+	// server are the queue's arguments as the server holds them, read without declaring when
+	// settle does not declare (nil when declaring, or when the server would not say).
+	server amqp091.Table
 }
 
 // ensure declares the topology (declare) or checks that it exists. Each step runs on a channel
@@ -53,8 +59,13 @@ func (t *topology) ensure(b *Broker, declare bool) error {
 				return fmt.Errorf("bind queue %q to exchange %q with key %q: %w", c.name, bd.exchange, bd.key, err)
 			}
 		}
-	} else if _, err := ch.QueueDeclarePassive(c.name, c.durable, c.autoDelete, c.exclusive, false, nil); err != nil {
-		return topologyErr("queue", c.name, nil, err)
+	} else {
+		if _, err := ch.QueueDeclarePassive(c.name, c.durable, c.autoDelete, c.exclusive, false, nil); err != nil {
+			return topologyErr("queue", c.name, nil, err)
+		}
+		if err := t.verifyType(b); err != nil {
+			return err
+		}
 	}
 	if c.delay != nil {
 		if err := reopen(); err != nil {
@@ -62,6 +73,19 @@ func (t *topology) ensure(b *Broker, declare bool) error {
 		}
 		if err := c.delay.Ensure(ch, c.name, declare); err != nil {
 			return fmt.Errorf("delayed retries of queue %q: %w", c.name, err)
+		}
+		if w, ok := c.delay.(WaitingQueue); ok && !declare {
+			got, err := queueArguments(b, w.Name(c.name), true, false)
+			switch {
+			case errors.Is(err, errInconclusive):
+				t.log.Warn("amqp: could not read the waiting queue's arguments; at-least-once dead-lettering not verified", "waiting_queue", w.Name(c.name), "error", err)
+			case err != nil:
+				return fmt.Errorf("delayed retries of queue %q: %w", c.name, topologyErr("waiting queue", w.Name(c.name), nil, err))
+			default:
+				if err := w.verify(c.name, got); err != nil {
+					return fmt.Errorf("delayed retries of queue %q: %w", c.name, err)
+				}
+			}
 		}
 	}
 	if t.dest == "" {
@@ -79,6 +103,45 @@ func (t *topology) ensure(b *Broker, declare bool) error {
 	}
 	if _, err := ch.QueueDeclare(t.dest, true, false, false, false, nil); err != nil {
 		return fmt.Errorf("dead-letter queue of core.DeadLetterAfter: %w", topologyErr("queue", t.dest, nil, err))
+	}
+	return nil
+}
+
+// verifyType reads the existing queue's arguments without declaring anything
+// (queueArguments) and refuses a queue of the other type than the descriptor's: a Quorum
+// descriptor on a classic queue would log a delivery limit the queue does not have and count
+// attempts it cannot count, a Classic one on a quorum queue would count them twice.
+func (t *topology) verifyType(b *Broker) error {
+	c := t.cfg
+	if c.exclusive {
+		return nil // exclusive to its declaring connection: no other connection may probe it
+	}
+	got, err := queueArguments(b, c.name, c.durable, c.autoDelete)
+	if errors.Is(err, errInconclusive) {
+		t.log.Warn("amqp: could not read the queue's arguments; its type (classic or quorum) is not verified", "error", err)
+		return nil
+	}
+	if err != nil {
+		return topologyErr("queue", c.name, nil, err)
+	}
+	t.server = got
+	typ, _ := argString(got, "x-queue-type")
+	want, ctor := "classic", "amqp.Classic"
+	if c.quorum {
+		want, ctor = "quorum", "amqp.Quorum"
+	}
+	if typ != want {
+		other := "amqp.Quorum"
+		if !c.quorum {
+			other = "amqp.Classic"
+		}
+		if typ == "quorum" {
+			other = "amqp.Quorum"
+		} else if typ == "classic" {
+			other = "amqp.Classic"
+		}
+		return &TopologyError{Kind: "queue", Name: c.name, Declared: amqp091.Table{"x-queue-type": want},
+			Problem: fmt.Sprintf("is a %s queue (x-queue-type %q, read from the server without declaring); it is mounted with %s: mount it with %s, or declare the queue as a %s queue", typ, typ, ctor, other, want)}
 	}
 	return nil
 }

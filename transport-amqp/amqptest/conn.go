@@ -338,7 +338,11 @@ func (ch *channel) queueDeclare(name string, durable, autoDelete, exclusive bool
 		}
 		// A classic queue declared without x-queue-type equals one declared as classic.
 		current, received := withoutClassic(q.args), withoutClassic(args)
-		if msg := argEquivalence(current, received, queueEquivalenceKeys, what); msg != "" {
+		keys := classicEquivalenceKeys
+		if q.quorum {
+			keys = quorumEquivalenceKeys
+		}
+		if msg := argEquivalence(current, received, keys, what); msg != "" {
 			return amqp091.Queue{}, ch.fail(serverError(amqp091.PreconditionFailed, "%s", msg))
 		}
 		return amqp091.Queue{Name: name, Messages: len(q.ready), Consumers: len(q.consumers)}, nil

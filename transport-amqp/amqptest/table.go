@@ -165,16 +165,24 @@ func argEquivalence(current, received amqp091.Table, keys []string, what string)
 	return ""
 }
 
-// queueEquivalenceKeys are the queue arguments RabbitMQ 3.10 compares on redeclaration; any
-// other argument is ignored.
-var queueEquivalenceKeys = []string{
-	"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
-	"x-max-length", "x-max-length-bytes", "x-max-in-memory-length", "x-max-in-memory-bytes",
-	"x-max-priority", "x-overflow", "x-queue-mode", "x-queue-version", "x-single-active-consumer",
-	"x-queue-type", "x-quorum-initial-group-size", "x-delivery-limit", "x-queue-master-locator",
-	"x-queue-leader-locator", "x-dead-letter-strategy", "x-initial-cluster-size",
-	"x-max-age", "x-stream-max-segment-size-bytes",
-}
+// classicEquivalenceKeys and quorumEquivalenceKeys are the queue arguments RabbitMQ 3.10
+// compares on redeclaration, in the order it compares them (each queue type's
+// queue_arguments): the first that differs is the one the 406 names, which settle relies on to
+// read a queue's arguments without declaring. Any other argument is ignored.
+var (
+	classicEquivalenceKeys = []string{
+		"x-expires", "x-message-ttl", "x-dead-letter-exchange", "x-dead-letter-routing-key",
+		"x-max-length", "x-max-length-bytes", "x-max-in-memory-length", "x-max-in-memory-bytes",
+		"x-max-priority", "x-overflow", "x-queue-mode", "x-single-active-consumer", "x-queue-type",
+		"x-queue-master-locator", "x-queue-version",
+	}
+	quorumEquivalenceKeys = []string{
+		"x-expires", "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-dead-letter-strategy",
+		"x-max-length", "x-max-length-bytes", "x-max-in-memory-length", "x-max-in-memory-bytes",
+		"x-overflow", "x-single-active-consumer", "x-queue-type", "x-quorum-initial-group-size",
+		"x-delivery-limit", "x-message-ttl", "x-queue-leader-locator",
+	}
+)
 
 // MaxTTL is the largest per-message expiration and x-message-ttl, in milliseconds, that
 // RabbitMQ 3.10 accepts (ten years, measured: 315360000000 is taken, 315360000001 refused with
