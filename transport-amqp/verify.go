@@ -29,7 +29,7 @@ var errInconclusive = errors.New("the server did not report the queue's argument
 // without one).
 func queueArguments(b *Broker, name string, durable, autoDelete bool) (amqp091.Table, error) {
 	learnt := amqp091.Table{}
-	typ := ""       // the queue's type, once the server named it
+	typ := ""      // the queue's type, once the server named it
 	sentinel := "" // phase two: an argument sent with a value no queue can be created with
 	for round := 0; round < 64; round++ {
 		ch, err := b.channel()
