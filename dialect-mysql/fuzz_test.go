@@ -94,12 +94,12 @@ func splitQuoted(ddl string) (string, []string) {
 	return b.String(), idents
 }
 
-// FuzzCreateTableSQL: any text quoted with backticks reads back as itself and, spliced as a
+// FuzzTableDDL: any text quoted with backticks reads back as itself and, spliced as a
 // column alias, names exactly that column on the server. A table the dialect accepts renders
 // DDL in which every name the table was given appears only as a quoted identifier (the DDL is
 // the canonical table's with other quoted names), and MariaDB (or MySQL) creates it, in a
 // scratch database, with exactly the columns named.
-func FuzzCreateTableSQL(f *testing.F) {
+func FuzzTableDDL(f *testing.F) {
 	f.Add("", "jobs", "id", "payload", "grp", "processed_at", uint8(0))
 	f.Add("s", "J$1", "ID", "body", "queue", "done", uint8(0x7f))
 	f.Add("", "a`b", "id", "payload", "", "", uint8(1))
@@ -128,11 +128,11 @@ func FuzzCreateTableSQL(f *testing.F) {
 		}
 
 		tb := fuzzTable(schema, name, id, payload, grp, processed, drop)
-		ddl, err := CreateTableSQL(tb)
+		ddl, err := TableDDL(tb)
 		if err != nil {
 			return
 		}
-		want, err := CreateTableSQL(canonical(tb))
+		want, err := TableDDL(canonical(tb))
 		if err != nil {
 			t.Fatalf("the canonical table of an accepted one is refused: %v", err)
 		}
@@ -157,7 +157,7 @@ func FuzzCreateTableSQL(f *testing.F) {
 			// A database per input is too slow: the table goes to the scratch database, named
 			// as a schema (the DDL qualifies it the same way).
 			tb.Schema = scratch
-			if ddl, err = CreateTableSQL(tb); err != nil {
+			if ddl, err = TableDDL(tb); err != nil {
 				t.Fatal(err)
 			}
 		}

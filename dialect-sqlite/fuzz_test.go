@@ -88,12 +88,12 @@ func splitQuoted(ddl string) (string, []string) {
 	return b.String(), idents
 }
 
-// FuzzCreateTableSQL: any text quoted by the dialect reads back as itself and, spliced as a
+// FuzzTableDDL: any text quoted by the dialect reads back as itself and, spliced as a
 // column alias, names exactly that column on SQLite. A table that validates renders DDL in
 // which every name the table was given appears only as a quoted identifier (the DDL is the
 // canonical table's with other quoted names), and SQLite creates it with exactly the columns
 // named.
-func FuzzCreateTableSQL(f *testing.F) {
+func FuzzTableDDL(f *testing.F) {
 	f.Add("", "jobs", "id", "payload", "grp", "processed_at", uint8(0))
 	f.Add("main", "j$1", "ID", "body", "queue", "done", uint8(0x7f))
 	f.Add("", "a\"b", "id", "payload", "", "", uint8(1))
@@ -106,7 +106,7 @@ func FuzzCreateTableSQL(f *testing.F) {
 	}
 	db.SetMaxOpenConns(1)
 	f.Cleanup(func() { db.Close() })
-	d := &Dialect{}
+	d := &dialect{}
 	f.Fuzz(func(t *testing.T, schema, name, id, payload, grp, processed string, drop uint8) {
 		ctx := context.Background()
 		q := d.Quote(name)
@@ -126,11 +126,11 @@ func FuzzCreateTableSQL(f *testing.F) {
 		}
 
 		tb := fuzzTable(schema, name, id, payload, grp, processed, drop)
-		ddl, err := CreateTableSQL(tb)
+		ddl, err := TableDDL(tb)
 		if err != nil {
 			return
 		}
-		want, err := CreateTableSQL(canonical(tb))
+		want, err := TableDDL(canonical(tb))
 		if err != nil {
 			t.Fatalf("the canonical table of an accepted one is refused: %v", err)
 		}
@@ -148,7 +148,7 @@ func FuzzCreateTableSQL(f *testing.F) {
 		if tb.Schema != "" || strings.HasPrefix(strings.ToLower(tb.Name), "sqlite_") {
 			// An attached schema is the application's to attach. SQLite reserves sqlite_ names
 			// and refuses to create one with a clear error ("object name reserved for internal
-			// use"); CreateTableSQL leaves that refusal to SQLite.
+			// use"); TableDDL leaves that refusal to SQLite.
 			return
 		}
 		if _, err := db.ExecContext(ctx, ddl); err != nil {

@@ -435,7 +435,7 @@ func TestRecordIDMustBeTheRelaysSpelling(t *testing.T) {
 	}
 	r.waitBooked(t, "o-7", 1)
 	var id int64
-	if err := r.DB.SQL().QueryRow(`SELECT id FROM outbox`).Scan(&id); err != nil {
+	if err := r.DB.Pool().QueryRow(`SELECT id FROM outbox`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	pub, err := sqlite.NewPublisher(r.DB, sqlqueue.StandardTable(QueueTable), PayoutQueue)
