@@ -7,7 +7,7 @@
 #   bash ci/fuzz.sh                 # every target, 10 s each
 #   bash ci/fuzz.sh --time 30s      # every target, 30 s each (or SETTLE_FUZZTIME=30s)
 #   bash ci/fuzz.sh --long          # every target, 5 min each: by hand, before a release
-#   bash ci/fuzz.sh --budget 150    # at most 10 s each and 150 s of fuzzing in all (CI)
+#   bash ci/fuzz.sh --budget 100    # at most 10 s each and 100 s of fuzzing in all (CI)
 #   bash ci/fuzz.sh --list          # print the targets and exit
 #   bash ci/fuzz.sh Placeholders    # only targets whose "package.FuzzName" matches the regex
 #
