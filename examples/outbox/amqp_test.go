@@ -71,13 +71,13 @@ type relayApp struct {
 	box     *outbox.Outbox
 	acked   atomic.Int64
 	settled chan struct{}
-	logs    *coretest.Logs
+	logs    logSignal
 	stop    func()
 }
 
 func (e *relayEnv) start(t *testing.T) *relayApp {
 	t.Helper()
-	logs := &coretest.Logs{}
+	logs := newLogSignal()
 	log := slog.New(logs)
 	r := &relayApp{settled: make(chan struct{}, 1), logs: logs}
 	app := core.New(core.WithLogger(log), core.WithoutSignals(), core.WithObserver(func(s core.Settlement) {
@@ -232,6 +232,8 @@ func runRelay(t *testing.T, e *relayEnv) {
 	a.stop()
 	b := e.start(t)
 	b.waitAcked(t, 1)
+	// The receiver may ack before the relay has marked what it published: wait for the relay.
+	b.logs.wait(t, "outbox: relayed the unpublished records at start")
 	if n := e.booked(t, "o-2"); n != 1 {
 		t.Fatalf("o-2 booked %d times after restart", n)
 	}
