@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rabbitmq/amqp091-go"
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/coretest"
@@ -24,6 +26,7 @@ var (
 	pgURL     = coretest.Env("SETTLE_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	mariadbDS = coretest.Env("SETTLE_TEST_MARIADB_URL", "root@tcp(127.0.0.1:3306)/test?parseTime=true")
 	amqpURL   = coretest.Env("SETTLE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+	natsURL   = coretest.Env("SETTLE_TEST_NATS_URL", "nats://127.0.0.1:4222")
 )
 
 var seq atomic.Int64
@@ -305,6 +308,61 @@ func publishConfirmed(t testing.TB, conn *amqp091.Connection, queue string, msgs
 	}
 }
 
+// natsFixture creates the queue's stream and the dead-letter stream (work-queue retention, as
+// DeclareTopology does) on the real nats-server.
+func natsFixture(t testing.TB) *fixture {
+	nc, err := nats.Connect(natsURL, nats.Timeout(2*time.Second), nats.MaxReconnects(0))
+	if err != nil {
+		coretest.ServerUnavailable(t, "NATS", natsURL+" (SETTLE_TEST_NATS_URL)", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name := unique("settle_cli_")
+	subject, dead := name+".payouts", name+".payouts.dead"
+	streams := map[string]string{subject: name + "_payouts", dead: name + "_payouts_dead"}
+	for subj, st := range streams {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: st, Subjects: []string{subj}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = js.DeleteStream(context.Background(), st) })
+	}
+	count := func(t testing.TB, subj string) int {
+		st, err := js.Stream(ctx, streams[subj])
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(info.State.Subjects[subj])
+	}
+	return &fixture{
+		name:   "nats",
+		args:   []string{"--dsn", natsURL, "--queue", subject, "--dead", dead},
+		target: natsURL + "?queue=" + subject + "&dead=" + dead,
+		origin: subject,
+		addDead: func(t testing.TB, payload []byte, h map[string]string) string {
+			msg := nats.NewMsg(dead)
+			msg.Data = payload
+			for k, v := range h {
+				msg.Header.Set(k, v)
+			}
+			ack, err := js.PublishMsg(ctx, msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strconv.FormatUint(ack.Sequence, 10)
+		},
+		queued: func(t testing.TB) int { return count(t, subject) },
+		dead:   func(t testing.TB) int { return count(t, dead) },
+	}
+}
+
 var fixtures = []struct {
 	name string
 	make func(testing.TB) *fixture
@@ -313,6 +371,7 @@ var fixtures = []struct {
 	{"postgres", postgresFixture},
 	{"mariadb", mariadbFixture},
 	{"rabbitmq", rabbitFixture},
+	{"nats", natsFixture},
 }
 
 // settle runs the command in process and returns its exit code, stdout and stderr.

@@ -102,6 +102,7 @@ func TestCLIErrors(t *testing.T) {
 		{"no dead letter named", []string{"dead", "ls", "--dsn", dsn, "--table", "jobs", "--queue", "refunds"}, exitUsage, "no dead letter"},
 		{"unreachable postgres", []string{"stats", "--dsn", "postgres://nobody@127.0.0.1:1/x?connect_timeout=2", "--table", "jobs"}, exitUnreachable, "cannot reach"},
 		{"unreachable rabbitmq", []string{"stats", "--dsn", "amqp://guest:secret@127.0.0.1:1/", "--queue", "q"}, exitUnreachable, "xxxxx"},
+		{"unreachable nats", []string{"stats", "--dsn", "nats://127.0.0.1:1", "--queue", "q"}, exitUnreachable, "cannot reach"},
 		{"show takes one id", []string{"dead", "show", "--dsn", dsn, "--table", "jobs", "--queue", "refunds", "--dead", "d"}, exitUsage, "one dead-letter id"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,5 +1,6 @@
 // Command settle looks at settle's queues and their dead letters on any backend — SQLite,
-// PostgreSQL, MySQL/MariaDB queue tables and RabbitMQ queues — and redrives or purges them:
+// PostgreSQL, MySQL/MariaDB queue tables, RabbitMQ queues and NATS JetStream subjects — and
+// redrives or purges them:
 //
 //	settle stats                      depth by state, oldest ready age, dead letters
 //	settle dead ls                    dead letters with why they died (count, origin, age, reason)

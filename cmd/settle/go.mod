@@ -1,16 +1,18 @@
 module github.com/settlehq/settle/cmd/settle
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/nats-io/nats.go v1.55.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/settlehq/settle/core v0.0.0
 	github.com/settlehq/settle/dialect-mysql v0.0.0
 	github.com/settlehq/settle/dialect-postgres v0.0.0
 	github.com/settlehq/settle/dialect-sqlite v0.0.0
 	github.com/settlehq/settle/transport-amqp v0.0.0
+	github.com/settlehq/settle/transport-nats v0.0.0
 )
 
 require (
@@ -21,9 +23,14 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect
-	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	github.com/nats-io/nkeys v0.4.17 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 replace (
@@ -32,4 +39,5 @@ replace (
 	github.com/settlehq/settle/dialect-postgres => ../../dialect-postgres
 	github.com/settlehq/settle/dialect-sqlite => ../../dialect-sqlite
 	github.com/settlehq/settle/transport-amqp => ../../transport-amqp
+	github.com/settlehq/settle/transport-nats => ../../transport-nats
 )

@@ -65,10 +65,11 @@ Usage:
 
 The target (every command):
   --dsn      SETTLE_DSN      sqlite:///path/queue.db, postgres://…, mysql://user:pw@tcp(host:3306)/db,
-                             amqp://user:pw@host:5672/
+                             amqp://user:pw@host:5672/, nats://host:4222
   --table    SETTLE_TABLE    the queue table (SQL)
-  --queue    SETTLE_QUEUE    the queue: its group in a table with a group column, or the RabbitMQ queue
-  --dead     SETTLE_DEAD     its dead letter: a group, a table, or a RabbitMQ queue
+  --queue    SETTLE_QUEUE    the queue: its group in a table with a group column, the RabbitMQ queue,
+                             or the NATS subject
+  --dead     SETTLE_DEAD     its dead letter: a group, a table, a RabbitMQ queue or a NATS subject
   --waiting  SETTLE_WAITING  RabbitMQ waiting queues counted as delayed (default <queue>.retry)
   --json                     machine-readable output
 
@@ -148,10 +149,10 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 func newCommon(name string, stderr io.Writer) *common {
 	c := &common{fs: flag.NewFlagSet("settle "+name, flag.ContinueOnError)}
 	c.fs.SetOutput(stderr)
-	c.fs.StringVar(&c.dsn, "dsn", os.Getenv("SETTLE_DSN"), "the backend: sqlite:///path.db, postgres://…, mysql://…, amqp://… (SETTLE_DSN)")
+	c.fs.StringVar(&c.dsn, "dsn", os.Getenv("SETTLE_DSN"), "the backend: sqlite:///path.db, postgres://…, mysql://…, amqp://…, nats://… (SETTLE_DSN)")
 	c.fs.StringVar(&c.table, "table", os.Getenv("SETTLE_TABLE"), "the queue table, SQL (SETTLE_TABLE)")
-	c.fs.StringVar(&c.queue, "queue", os.Getenv("SETTLE_QUEUE"), "the queue: a group of the table, or a RabbitMQ queue (SETTLE_QUEUE)")
-	c.fs.StringVar(&c.dead, "dead", os.Getenv("SETTLE_DEAD"), "the dead letter: a group, a table or a queue (SETTLE_DEAD)")
+	c.fs.StringVar(&c.queue, "queue", os.Getenv("SETTLE_QUEUE"), "the queue: a group of the table, a RabbitMQ queue or a NATS subject (SETTLE_QUEUE)")
+	c.fs.StringVar(&c.dead, "dead", os.Getenv("SETTLE_DEAD"), "the dead letter: a group, a table, a queue or a subject (SETTLE_DEAD)")
 	if w := os.Getenv("SETTLE_WAITING"); w != "" {
 		c.waiting = strings.Split(w, ",")
 	}

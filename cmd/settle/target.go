@@ -5,26 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/settlehq/settle/core/ops"
 	"github.com/settlehq/settle/core/sqlqueue"
 	mysql "github.com/settlehq/settle/dialect-mysql"
 	postgres "github.com/settlehq/settle/dialect-postgres"
 	sqlite "github.com/settlehq/settle/dialect-sqlite"
 	amqp "github.com/settlehq/settle/transport-amqp"
+	natsjs "github.com/settlehq/settle/transport-nats"
 )
 
 // target is one queue and its dead letter on one backend, as the flags, the environment or a
 // --target string name it.
 type target struct {
-	kind  string // sqlite, postgres, mysql, amqp
+	kind  string // sqlite, postgres, mysql, amqp, nats
 	dsn   string // what the driver takes (settle's own parameters removed)
 	table string // SQL: the queue table
-	queue string // the group (SQL tables with a group column), or the AMQP queue
-	dead  string // the dead-letter group, table or queue
+	queue string // the group (SQL tables with a group column), the AMQP queue, or the NATS subject
+	dead  string // the dead-letter group, table, queue or subject
 	wait  []string
 }
 
@@ -66,7 +70,7 @@ func splitDSN(dsn string) (kind, driverDSN string, err error) {
 		case dsn == "":
 			return "", "", usageErr("no target: give --dsn (or SETTLE_DSN)")
 		}
-		return "", "", usageErr("DSN %q has no scheme: write sqlite:///path/to/file.db, postgres://…, mysql://user:pw@tcp(host:3306)/db or amqp://…", redact(dsn))
+		return "", "", usageErr("DSN %q has no scheme: write sqlite:///path/to/file.db, postgres://…, mysql://user:pw@tcp(host:3306)/db, amqp://… or nats://…", redact(dsn))
 	}
 	switch strings.ToLower(scheme) {
 	case "sqlite", "sqlite3", "file":
@@ -77,8 +81,10 @@ func splitDSN(dsn string) (kind, driverDSN string, err error) {
 		return "mysql", rest, nil // go-sql-driver's own form: user:pw@tcp(host:3306)/db?…
 	case "amqp", "amqps":
 		return "amqp", dsn, nil
+	case "nats", "tls":
+		return "nats", dsn, nil
 	}
-	return "", "", usageErr("DSN scheme %q is not one settle reads (sqlite, postgres, mysql, mariadb, amqp, amqps)", scheme)
+	return "", "", usageErr("DSN scheme %q is not one settle reads (sqlite, postgres, mysql, mariadb, amqp, amqps, nats)", scheme)
 }
 
 // redact hides a password in a DSN for messages.
@@ -100,7 +106,7 @@ func redact(dsn string) string {
 // name is how the console and messages call the target.
 func (t target) name() string {
 	switch {
-	case t.kind == "amqp":
+	case t.kind == "amqp" || t.kind == "nats":
 		return t.queue
 	case t.queue != "":
 		return t.table + "/" + t.queue
@@ -121,6 +127,8 @@ func (t target) open(ctx context.Context) (ops.Queue, io.Closer, error) {
 	switch t.kind {
 	case "amqp":
 		return t.openAMQP(ctx)
+	case "nats":
+		return t.openNATS(ctx)
 	case "sqlite", "postgres", "mysql":
 		return t.openSQL(ctx)
 	}
@@ -148,6 +156,33 @@ func (t target) openAMQP(ctx context.Context) (ops.Queue, io.Closer, error) {
 		return nil, nil, err
 	}
 	return q, conn, nil
+}
+
+func (t target) openNATS(ctx context.Context) (ops.Queue, io.Closer, error) {
+	if t.queue == "" {
+		return nil, nil, usageErr("a NATS target needs its queue's subject (--queue or SETTLE_QUEUE)")
+	}
+	if t.table != "" || len(t.wait) > 0 {
+		return nil, nil, usageErr("a NATS target has no table and no waiting queues")
+	}
+	c, err := natsjs.New(t.dsn, natsjs.WithLogger(slog.New(slog.DiscardHandler)),
+		natsjs.NATSOptions(nats.MaxReconnects(0), nats.Timeout(5*time.Second)))
+	if err != nil {
+		return nil, nil, usageErr("%v", err)
+	}
+	if err := c.Start(ctx); err != nil {
+		c.Close()
+		return nil, nil, unreachable(t, err)
+	}
+	q, err := natsjs.NewOps(ctx, c, t.queue, t.dead)
+	if err != nil {
+		c.Close()
+		if errors.Is(err, ops.ErrTargetNotFound) {
+			return nil, nil, err
+		}
+		return nil, nil, unreachable(t, err)
+	}
+	return q, c, nil
 }
 
 // sqlDB is what the three dialects' pools give the engine.

@@ -5,8 +5,9 @@
 //
 // A Queue is one queue and its dead letter on one backend:
 //
-//	sqlqueue.NewOps(dialect, db, table, "refunds", "refunds.dead")  // SQL, any dialect and table shape
-//	amqp.NewOps(conn, "refunds", "refunds.dead")                  // RabbitMQ
+//	sqlqueue.NewOps(ctx, dialect, db, table, "refunds", "refunds.dead") // SQL, any dialect and table shape
+//	amqp.NewOps(ctx, conn, "refunds", "refunds.dead")             // RabbitMQ
+//	natsjs.NewOps(ctx, conn, "refunds", "refunds.dead")           // NATS JetStream
 //	coretest.NewBroker(clock, nil).Ops("refunds", "refunds.dead") // the in-memory test broker
 //
 // The settle command (module cmd/settle: settle stats, settle dead ls|show|redrive|purge) and

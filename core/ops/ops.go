@@ -7,7 +7,7 @@ import (
 
 // Queue is the operations view of one queue and its dead letter: how deep it is, and what
 // lies in its dead letter. Every backend implements it (sqlqueue.NewOps for the SQL tables of
-// every dialect, amqp.NewOps for RabbitMQ); the settle command
+// every dialect, amqp.NewOps for RabbitMQ, natsjs.NewOps for JetStream); the settle command
 // and its web console work through it alone.
 //
 // Methods that change the backend (Redrive, Purge) act on a Selection, which must name dead

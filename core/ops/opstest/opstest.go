@@ -1,5 +1,5 @@
 // Package opstest is the conformance suite of ops.Queue: every backend runs it from its own
-// tests (sqlqueue on each dialect and table shape, RabbitMQ, the in-memory
+// tests (sqlqueue on each dialect and table shape, RabbitMQ, JetStream, the in-memory
 // coretest broker), filling and reading its queues with its own client, so that every backend
 // means the same thing by stats, list, show, redrive and purge.
 package opstest
@@ -51,6 +51,10 @@ type Features struct {
 	Ready, Dead bool
 	// OldestReady: the age of the oldest ready message.
 	OldestReady bool
+	// CannotKeepAttempts: the backend counts deliveries per message on the server, so a
+	// redriven copy starts again; Redrive must refuse RedriveOptions.KeepAttempts, changing
+	// nothing.
+	CannotKeepAttempts bool
 }
 
 // Run runs the suite; newBackend gives each subtest a fresh, empty Backend (a table, group or
@@ -62,7 +66,13 @@ func Run(t *testing.T, f Features, newBackend func(t *testing.T) Backend) {
 	t.Run("ListFilter", func(t *testing.T) { testListFilter(t, newBackend(t)) })
 	t.Run("GetDead", func(t *testing.T) { testGetDead(t, newBackend(t)) })
 	t.Run("RedriveIDs", func(t *testing.T) { testRedriveIDs(t, newBackend(t), false) })
-	t.Run("RedriveKeepAttempts", func(t *testing.T) { testRedriveIDs(t, newBackend(t), true) })
+	t.Run("RedriveKeepAttempts", func(t *testing.T) {
+		if f.CannotKeepAttempts {
+			testKeepRefused(t, newBackend(t))
+		} else {
+			testRedriveIDs(t, newBackend(t), true)
+		}
+	})
 	t.Run("RedriveUnknownID", func(t *testing.T) { testRedriveUnknown(t, newBackend(t)) })
 	t.Run("RedriveFilter", func(t *testing.T) { testRedriveFilter(t, newBackend(t)) })
 	t.Run("RedriveAll", func(t *testing.T) { testRedriveAll(t, newBackend(t)) })
@@ -307,6 +317,17 @@ func testRedriveIDs(t *testing.T, b Backend, keep bool) {
 	}
 	if _, err := b.Queue.GetDead(ctx(t), all[0]); !errors.Is(err, ops.ErrNotFound) {
 		t.Errorf("GetDead of a redriven dead letter: %v, want ErrNotFound", err)
+	}
+}
+
+func testKeepRefused(t *testing.T, b Backend) {
+	all := fill(t, b, 2)
+	n, err := b.Queue.Redrive(ctx(t), ops.IDs(all[0]), ops.RedriveOptions{KeepAttempts: true})
+	if err == nil || n != 0 {
+		t.Fatalf("Redrive keeping attempts on a backend that cannot = %d, %v; want an error", n, err)
+	}
+	if got := b.Ready(t); len(got) != 0 || len(b.Dead(t)) != 2 {
+		t.Errorf("a refused redrive changed things: %d in the queue, %d dead", len(got), len(b.Dead(t)))
 	}
 }
 
