@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,6 +56,7 @@ type service struct {
 	up        atomic.Bool
 	processed chan string
 	dead      chan string
+	stop      func() // stops the App (and waits for it); safe to call twice
 }
 
 func (s *service) handler(ctx context.Context, m *core.Message[[]byte]) error {
@@ -76,12 +78,16 @@ func runApp(t *testing.T, register func(*core.App, *service)) *service {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("App.Run: %v", err)
-		}
-	})
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("App.Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(s.stop)
 	return s
 }
 
@@ -306,8 +312,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		c.svc.up.Store(false)
 	}
-	// Processed, read with each backend's own client: the SQLite row is marked, the RabbitMQ
-	// queue is empty (the acknowledgement is coalesced; Stop flushes it, so read after stopping).
+	// Processed, read with each backend's own client once the services stopped (RabbitMQ
+	// acknowledgements are coalesced; stopping flushes them): the SQLite row is marked
+	// processed, and nothing came back to the RabbitMQ queue.
+	sqlSvc.stop()
+	amqpSvc.stop()
+	if q, d := rq.queued(t), rq.dead(t); q != 0 || d != 2 {
+		t.Errorf("RabbitMQ after the services stopped: %d in the queue, %d dead; want 0 (the redriven one acknowledged) and 2", q, d)
+	}
 	var processedAt *string
 	if err := db.Pool().QueryRow(`SELECT processed_at FROM jobs WHERE grp = 'refunds' AND payload LIKE '%r-1%'`).Scan(&processedAt); err != nil || processedAt == nil {
 		t.Errorf("the redriven SQLite row: processed_at %v, %v; want set", processedAt, err)
