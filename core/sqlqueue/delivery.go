@@ -21,10 +21,11 @@ type delivery struct {
 	payload []byte
 	headers []byte
 
-	mu      sync.Mutex // lease: guards token against the extender
-	token   time.Time  // lease: locked_until as stamped
-	lost    bool       // lease: an extension found the row taken
-	settled bool
+	mu        sync.Mutex // lease: guards token against the extender
+	token     time.Time  // lease: locked_until as stamped
+	lost      bool       // lease: an extension found the row taken
+	finishing bool       // lease: Finish was called; the extender leaves it alone
+	settled   bool
 
 	lb  *leaseBatch // lease
 	rb  *rlBatch    // row lock

@@ -246,6 +246,37 @@ type GroupedRowLock interface {
 	GroupRowLockSettlements() bool
 }
 
+// RowLocking is an optional interface of a Dialect whose database locks rows one by one
+// (PostgreSQL, MySQL, MariaDB; not SQLite, whose write transaction holds the whole database),
+// so that another session can hold a claimed row (a service's own SELECT … FOR UPDATE) while the
+// engine wants to write it. With it the engine
+//
+//   - extends leases without waiting on rows another session holds: one transaction locks the
+//     free rows (LockClause), takes the new lease end from the clock once it holds them, and
+//     renews them; a held row is then waited for alone, in its own transaction, for at most the
+//     subscription's lock timeout, and its lease end is again taken once the lock is granted,
+//     so an end that was due before the wait is never written after it;
+//   - bounds every wait for a row lock in a settling transaction (lease flushes, advisory
+//     settlements) by the lock timeout (sqlqueue.LockTimeout): the statement fails instead of
+//     stalling the subscription.
+//
+// Without it, the engine bounds those statements by a client-side deadline only.
+type RowLocking interface {
+	// LockClause is the clause that makes a SELECT lock the rows it returns: with skip, one
+	// that skips the rows another transaction holds (" FOR UPDATE SKIP LOCKED"), without, one
+	// that waits for them (" FOR UPDATE"), a wait the LockTimeout statement bounds.
+	LockClause(skip bool) string
+	// LockTimeout returns the statement that makes each later statement fail after waiting d
+	// for a row lock instead of waiting longer: for the rest of the current transaction
+	// (PostgreSQL: SET LOCAL lock_timeout), or with session set for the rest of the session
+	// (SET lock_timeout), which the engine uses on the connections it dedicates to a
+	// subscription (advisory form) and discards when it closes. Where the server has no
+	// per-transaction setting (MySQL, MariaDB: innodb_lock_wait_timeout) both set the
+	// session's; the engine runs it at the start of every transaction it bounds, so each
+	// sees the subscription's value.
+	LockTimeout(d time.Duration, session bool) string
+}
+
 // Pipeliner is an optional interface of a DB whose driver sends several statements in one
 // round trip and runs them as one transaction (PostgreSQL: a pgx batch, which the extended
 // protocol runs in one implicit transaction). The lease form then settles the finished

@@ -23,6 +23,11 @@ const (
 	DefaultFlushLinger = 20 * time.Millisecond
 	// DefaultMaxFlush is the most deliveries settled by one grouped flush.
 	DefaultMaxFlush = 500
+	// DefaultLockTimeout bounds how long a settling statement waits for a row another session
+	// holds locked (lease form: at most a quarter of the lease).
+	DefaultLockTimeout = 5 * time.Second
+	// DefaultStatementTimeout bounds every statement the engine runs in the background.
+	DefaultStatementTimeout = 30 * time.Second
 )
 
 type configKey struct{}
@@ -38,10 +43,13 @@ type config struct {
 	linger        time.Duration
 	advisoryKey   string
 	events        [numEvents]Event
+	lockWait      time.Duration
+	stmtTimeout   time.Duration
 }
 
 func defaultConfig() *config {
-	return &config{lease: DefaultLease, poll: DefaultPollInterval, maxFlush: DefaultMaxFlush, linger: DefaultFlushLinger}
+	return &config{lease: DefaultLease, poll: DefaultPollInterval, maxFlush: DefaultMaxFlush, linger: DefaultFlushLinger,
+		lockWait: DefaultLockTimeout, stmtTimeout: DefaultStatementTimeout}
 }
 
 // configOf returns the engine's options of a subscription (the defaults when none was given);
@@ -140,6 +148,37 @@ func FlushLimits(max int, linger time.Duration) core.Option {
 			return fmt.Errorf("sqlqueue.FlushLimits(%d, %v): linger must not be negative", max, linger)
 		}
 		c.maxFlush, c.linger = max, linger
+		return nil
+	})
+}
+
+// LockTimeout bounds how long a statement that settles or extends a delivery waits for a row
+// lock another session holds (a service's own SELECT … FOR UPDATE on a claimed row), on a
+// dialect that can say so (RowLocking: PostgreSQL lock_timeout, MySQL/MariaDB
+// innodb_lock_wait_timeout); after d the statement fails and the settlement is reported failed
+// (see the package doc on failing settlements). Default 5 s; in the lease form at most a
+// quarter of the lease, so that an extension that had to wait still writes a lease end well
+// in the future.
+func LockTimeout(d time.Duration) core.Option {
+	return option("sqlqueue.LockTimeout", func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("sqlqueue.LockTimeout(%v): the timeout must be positive", d)
+		}
+		c.lockWait = d
+		return nil
+	})
+}
+
+// StatementTimeout bounds every statement the engine runs in the background rather than for a
+// caller that waits: grouped settlements, lease extensions, advisory unlocks, and the rows
+// given back when a subscription stops (default 30 s). A statement past it is cancelled and
+// reported as failed, so that nothing blocks a subscription's Close forever.
+func StatementTimeout(d time.Duration) core.Option {
+	return option("sqlqueue.StatementTimeout", func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("sqlqueue.StatementTimeout(%v): the timeout must be positive", d)
+		}
+		c.stmtTimeout = d
 		return nil
 	})
 }

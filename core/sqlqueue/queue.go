@@ -111,6 +111,11 @@ type runtime struct {
 	// (see CountAtClaim), so its settlements do not count again.
 	countAtClaim bool
 
+	// rowLocks is the dialect's row-locking capability, nil without one; lockTx and
+	// lockSession bound a transaction's and a dedicated connection's row-lock waits.
+	rowLocks            RowLocking
+	lockTx, lockSession string
+
 	lastToken atomic.Int64 // lease: the last token stamped, in microseconds
 
 	delayMu      sync.Mutex
@@ -130,6 +135,8 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 	}
 	if q.form == FormLease {
 		cfg.linger = min(cfg.linger, cfg.lease/4) // a flush always starts well before a lease runs out
+		// An extension that waited for a row lock still writes a lease end well in the future.
+		cfg.lockWait = min(cfg.lockWait, cfg.lease/4)
 	}
 	if q.form == FormAdvisory && cfg.events[EventClaim] != nil {
 		return nil, nil, fmt.Errorf("sqlqueue: queue %q: the advisory form takes rows by locking their keys; a custom claim event applies to the lease and row-lock forms only", q.name)
@@ -139,6 +146,10 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 	rt.log = sub.Logger.With("table", rt.table)
 	if rt.clock == nil {
 		rt.clock = clock.Real()
+	}
+	if rl, ok := q.d.(RowLocking); ok {
+		rt.rowLocks = rl
+		rt.lockTx, rt.lockSession = rl.LockTimeout(cfg.lockWait, false), rl.LockTimeout(cfg.lockWait, true)
 	}
 	if err := rt.check(ctx); err != nil {
 		return nil, nil, err
@@ -272,6 +283,36 @@ func (rt *runtime) nextToken(t time.Time) time.Time {
 func (rt *runtime) keyPrefix() string { return rt.table + ":" }
 
 func (rt *runtime) now() time.Time { return rt.clock.Now().UTC().Truncate(time.Microsecond) }
+
+// background returns the context of statements the engine runs on its own behalf (a grouped
+// settlement, an extension, an unlock): parent's values without its cancellation, under the
+// subscription's statement timeout, so that none of them can block the subscription forever.
+func (rt *runtime) background(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(parent), rt.cfg.stmtTimeout)
+}
+
+// boundLocks makes the rest of tx give up a row-lock wait after the lock timeout, where the
+// dialect can say so.
+func (rt *runtime) boundLocks(ctx context.Context, tx Queryer) error {
+	if rt.lockTx == "" {
+		return nil
+	}
+	_, err := tx.Exec(ctx, rt.lockTx)
+	return err
+}
+
+// begin starts a transaction whose row-lock waits are bounded.
+func (rt *runtime) begin(ctx context.Context) (Transaction, error) {
+	tx, err := rt.db.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.boundLocks(ctx, tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return nil, err
+	}
+	return tx, nil
+}
 
 // waitReady waits for the poll interval, a wake-up, or ctx.
 func (rt *runtime) waitReady(ctx context.Context, woken <-chan struct{}, extra <-chan struct{}) error {

@@ -26,6 +26,7 @@ type rowLock struct {
 	batches  []*rlBatch // batches with rows not yet handed out
 	stopping bool       // the subscription stopped pulling: no row is handed out any more
 	watch    sync.Once  // stop is armed on the first Next's context
+	giving   sync.Mutex // held while stop gives claims back
 }
 
 type rlBatch struct {
@@ -97,6 +98,9 @@ func (r *rowLock) handOut() *delivery {
 // rows no worker will take would hold its finished rows' settlements until the shutdown
 // timeout).
 func (r *rowLock) stop() {
+	// Close's call waits for the stop's: the claims are ended before the source is closed.
+	r.giving.Lock()
+	defer r.giving.Unlock()
 	r.mu.Lock()
 	r.stopping = true
 	bs := r.batches

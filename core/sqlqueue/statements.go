@@ -28,6 +28,8 @@ type statements struct {
 	dlDelete   string  // then delete
 	dlMove     string  // or move in one statement (Mover)
 	extend     string  // lease: new token
+	lockIDs    *inList // lease with RowLocking: lock the free rows of many ids, skipping held ones
+	waitIDs    *inList // lease with RowLocking: lock rows, waiting (bounded) for held ones
 	takeStamp  string  // advisory: attempt + 1 on a ready row
 	takeRead   string  // advisory: read the taken row
 	candidates string  // advisory: ready rows and their keys
@@ -98,6 +100,11 @@ func (rt *runtime) render() error {
 		st.release = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = NULL" + fence()
 		n = 0
 		st.extend = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = " + next() + fence()
+		if rl := rt.rowLocks; rl != nil {
+			sel := "SELECT " + s.ID + " FROM " + s.QTable + " WHERE " + s.ID + " IN ("
+			st.lockIDs = newInList(d, sel, ")"+rl.LockClause(true), 1)
+			st.waitIDs = newInList(d, sel, ")"+rl.LockClause(false), 1)
+		}
 	}
 	// A retry's statement: every SET is ", x = …"; the first comma goes.
 	n = 0

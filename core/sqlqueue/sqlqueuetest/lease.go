@@ -22,6 +22,159 @@ func RunLease(t *testing.T, open Open) {
 	t.Run("lost/tx", func(t *testing.T) { t.Parallel(); leaseLost(t, open(t), true) })
 	t.Run("extended", func(t *testing.T) { t.Parallel(); leaseExtended(t, open(t)) })
 	t.Run("lost_in_group", func(t *testing.T) { t.Parallel(); lostInGroup(t, open(t)) })
+	if _, ok := open(t).Dialect.(sqlqueue.RowLocking); ok {
+		t.Run("locked_row", func(t *testing.T) { t.Parallel(); lockedRow(t, open(t)) })
+		t.Run("locked_settlement", func(t *testing.T) { t.Parallel(); lockedSettlement(t, open(t)) })
+	}
+}
+
+// lockRow locks row id of table q from another session, until the returned transaction ends.
+func (e *env) lockRow(id int64) sqlqueue.Transaction {
+	e.t.Helper()
+	other, err := e.f.DB.Begin(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = other.Rollback(context.Background()) })
+	d := e.f.Dialect
+	rows, err := other.Query(e.ctx, "SELECT "+d.Quote("id")+" FROM "+d.Quote("q")+" WHERE "+d.Quote("id")+" = "+d.Placeholder(1)+
+		d.(sqlqueue.RowLocking).LockClause(false), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := rows.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	return other
+}
+
+// lockedSettlement: a finished delivery whose row another session holds locked fails its
+// settlement after the lock timeout instead of waiting for the lock, and fails alone: the
+// other delivery settled in the same flush is settled.
+func lockedSettlement(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb, p := e.deletingQueue()
+	ids := []int64{e.publish(p, Refund{Amount: 1}), e.publish(p, Refund{Amount: 2})}
+	entered := make(chan struct{}, 2)
+	release := make(chan struct{})
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		entered <- struct{}{}
+		<-release
+		return nil
+	}, sqlqueue.LeaseFor(time.Minute), core.Workers(2), sqlqueue.LockTimeout(300*time.Millisecond))
+	stop := e.run(a)
+	waitFor(t, entered, "the first handler")
+	waitFor(t, entered, "the second handler")
+	e.lockRow(ids[0])
+	close(release) // both ack: every claimed delivery finished, so they flush at once, together
+	byID := map[string]error{}
+	for _, s := range e.rec.WaitSettled(2) {
+		byID[s.Delivery.ID()] = s.Err
+	}
+	if err := byID[fmt.Sprint(ids[0])]; err == nil {
+		t.Errorf("the locked row's ack succeeded; want it to fail after the lock timeout")
+	}
+	if err := byID[fmt.Sprint(ids[1])]; err != nil {
+		t.Errorf("the free row's ack failed with the locked one: %v", err)
+	}
+	stop()
+	if rows := e.rows(tb); len(rows) != 1 || rows[0].ID != ids[0] {
+		t.Errorf("rows = %+v; want only the locked row, left as it was", rows)
+	}
+}
+
+// lockedRow: another session holds one claimed row with SELECT … FOR UPDATE. The extension
+// renews the other rows at once, settlements and claims go on while the row is held, and the
+// held row's new lease end is taken once its lock is granted, so it is never written in the
+// past: the row is not claimed again while its handler works. (The extension used to hold the
+// settlement lock while its UPDATE waited, stalling every claim and settlement of the
+// subscription, and computed the new end before waiting: on PostgreSQL it wrote an end already
+// past, and the same process claimed the row again as attempt 2.)
+func lockedRow(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb, p := e.deletingQueue()
+	ids := []int64{e.publish(p, Refund{Amount: 1}), e.publish(p, Refund{Amount: 2}), e.publish(p, Refund{Amount: 3})}
+	const lease = 40 * time.Second // the lock timeout is then the default 5 s
+	entered := make(chan int64, 8)
+	release := map[int64]chan struct{}{}
+	for _, id := range ids {
+		release[id] = make(chan struct{})
+	}
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		id, _ := sqlqueue.RowID(m.Delivery())
+		entered <- id
+		if r, ok := release[id]; ok {
+			<-r
+		}
+		return nil
+		// No linger: the clock stands still. No poll: a claim runs only when a publish wakes
+		// it, never in the moment between the other session's commit and the extension's lock.
+	}, sqlqueue.LeaseFor(lease), core.Workers(4), sqlqueue.FlushLimits(100, 0), sqlqueue.PollInterval(time.Hour))
+	extended := e.tap.watch("sqlqueue: leases extended")
+	stop := e.run(a)
+	for range 3 {
+		waitFor(t, entered, "the three handlers")
+	}
+
+	// Another session locks the first row.
+	other := e.lockRow(ids[0])
+
+	// The extension renews the two free rows without waiting for the held one.
+	e.clock.Advance(lease / 2)
+	if r := waitFor(t, extended, "the extension of the free rows"); attr(r, "rows").Int64() != 2 {
+		t.Fatalf("first extension renewed %v rows; want the 2 free ones", attr(r, "rows"))
+	}
+	for _, r := range e.rows(tb)[1:] {
+		e.tokenIs("locked_until of a free row after the extension", r.LockedUntil, Epoch.Add(lease/2+lease))
+	}
+	// Settlements and claims go on while the row is held (and the extension waits for it).
+	close(release[ids[1]])
+	close(release[ids[2]])
+	for _, s := range e.rec.WaitSettled(2) {
+		if s.Err != nil {
+			t.Errorf("settlement of %s while another row is locked: %v", s.Delivery.ID(), s.Err)
+		}
+	}
+	fresh := e.publish(p, Refund{Amount: 4})
+	if got := waitFor(t, entered, "a row published while another is locked"); got != fresh {
+		t.Fatalf("handled row %d; want the fresh row %d", got, fresh)
+	}
+	e.rec.WaitSettled(3)
+
+	// Past both the held row's lease and the end an extension computed before waiting would
+	// have written; then the other session lets go.
+	e.clock.Advance(lease/2 + 5*time.Second)
+	now := Epoch.Add(lease + 5*time.Second)
+	if err := other.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r := waitFor(t, extended, "the extension of the row once its lock is released")
+		if attr(r, "rows").Int64() == 1 {
+			break
+		}
+	}
+	held := e.rows(tb)
+	if len(held) != 1 || held[0].ID != ids[0] {
+		t.Fatalf("rows = %+v; want only the held row", held)
+	}
+	e.tokenIs("locked_until of the held row, renewed once its lock was granted", held[0].LockedUntil, now.Add(lease))
+	// A claim now takes a fresh row, not the row whose handler still works.
+	fresh = e.publish(p, Refund{Amount: 5})
+	if got := waitFor(t, entered, "the next claim"); got != fresh {
+		t.Fatalf("the next claim took row %d (its handler still works); want the fresh row %d", got, fresh)
+	}
+	e.rec.WaitSettled(4)
+	close(release[ids[0]])
+	if s := e.rec.WaitSettled(5); s[4].Err != nil {
+		t.Errorf("the held row's ack: %v", s[4].Err)
+	}
+	stop()
+	if rows := e.rows(tb); len(rows) != 0 {
+		t.Errorf("rows left: %+v", rows)
+	}
 }
 
 // leaseLost: A claims and stalls past its lease (its clock stands still, as a paused process's
@@ -234,5 +387,18 @@ func lostInGroup(t *testing.T, f *Fixture) {
 	stopA()
 	if rows := e.rows(tb); len(rows) != 0 {
 		t.Errorf("rows left: %+v", rows)
+	}
+}
+
+// tokenIs checks a lease token: want, or a few microseconds later (a subscription's tokens
+// are unique, so one stamped in the same microsecond as another moves on by one).
+func (e *env) tokenIs(what string, got *time.Time, want time.Time) {
+	e.t.Helper()
+	if got == nil {
+		e.t.Errorf("%s is NULL; want %v", what, want)
+		return
+	}
+	if d := got.Sub(want); d < 0 || d >= time.Millisecond {
+		e.t.Errorf("%s = %v; want %v (or within a millisecond after)", what, got.UTC(), want)
 	}
 }

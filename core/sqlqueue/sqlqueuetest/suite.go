@@ -103,6 +103,7 @@ type env struct {
 	f     *Fixture
 	clock *clock.Virtual
 	logs  *coretest.Logs
+	tap   *logTap
 	rec   *coretest.Recorder
 	ctx   context.Context
 }
@@ -110,7 +111,69 @@ type env struct {
 func newEnv(t *testing.T, f *Fixture) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*coretest.WaitTimeout)
 	t.Cleanup(cancel)
-	return &env{t: t, f: f, clock: clock.NewVirtual(Epoch), logs: &coretest.Logs{}, rec: coretest.NewRecorder(t), ctx: ctx}
+	return &env{t: t, f: f, clock: clock.NewVirtual(Epoch), logs: &coretest.Logs{}, tap: &logTap{}, rec: coretest.NewRecorder(t), ctx: ctx}
+}
+
+// logTap passes every log record on to the env's logs and to whoever watches its message, so
+// that a test can wait on a log line (an engine event it has no other signal of) instead of
+// sleeping.
+type logTap struct {
+	mu      sync.Mutex
+	watches map[string][]chan slog.Record
+}
+
+// watch returns a channel that receives every record logged with message msg from now on.
+func (t *logTap) watch(msg string) <-chan slog.Record {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.watches == nil {
+		t.watches = map[string][]chan slog.Record{}
+	}
+	ch := make(chan slog.Record, 64)
+	t.watches[msg] = append(t.watches[msg], ch)
+	return ch
+}
+
+func (t *logTap) seen(r slog.Record) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ch := range t.watches[r.Message] {
+		select {
+		case ch <- r.Clone():
+		default:
+		}
+	}
+}
+
+type tapHandler struct {
+	inner slog.Handler
+	tap   *logTap
+}
+
+func (h tapHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
+func (h tapHandler) Handle(ctx context.Context, r slog.Record) error {
+	err := h.inner.Handle(ctx, r)
+	h.tap.seen(r)
+	return err
+}
+func (h tapHandler) WithAttrs(a []slog.Attr) slog.Handler {
+	return tapHandler{inner: h.inner.WithAttrs(a), tap: h.tap}
+}
+func (h tapHandler) WithGroup(g string) slog.Handler {
+	return tapHandler{inner: h.inner.WithGroup(g), tap: h.tap}
+}
+
+// attr returns the value of a record's attribute key.
+func attr(r slog.Record, key string) slog.Value {
+	var v slog.Value
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == key {
+			v = a.Value
+			return false
+		}
+		return true
+	})
+	return v
 }
 
 // app returns an App on the env's clock (or c), logging to the env's logs.
@@ -118,7 +181,7 @@ func (e *env) app(c clock.Clock, opts ...core.AppOption) *core.App {
 	if c == nil {
 		c = e.clock
 	}
-	all := append([]core.AppOption{core.WithClock(c), core.WithLogger(slog.New(e.logs)), core.WithoutSignals(),
+	all := append([]core.AppOption{core.WithClock(c), core.WithLogger(slog.New(tapHandler{inner: e.logs, tap: e.tap})), core.WithoutSignals(),
 		core.WithObserver(e.rec.Observe), core.WithShutdownTimeout(time.Minute)}, opts...)
 	return core.New(all...)
 }

@@ -1,0 +1,117 @@
+package sqlqueue
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// This file is the lease form's claiming: a cycle settles what has finished and claims the
+// next batch in one transaction (one pipeline on a Pipeliner).
+
+// flushAndClaim settles what has finished and claims the next batch in one transaction: one
+// commit instead of two, and the claim finds the settled rows gone instead of stepping over
+// their leases. When the settlement cannot share the claim's transaction (a lease lost in the
+// group, an error), it is flushed on its own first.
+func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
+	items := l.take()
+	if len(items) == 0 {
+		return l.claim(ctx)
+	}
+	rt := l.rt
+	// The settlements must not be rolled back by a cancelled claim context, and must not wait
+	// forever.
+	sctx, cancel := rt.background(ctx)
+	defer cancel()
+	if b, ok, err := l.pipelined(sctx, items); ok {
+		return b, err
+	}
+	tx, err := rt.begin(sctx)
+	if err != nil {
+		l.flush(items)
+		return nil, err
+	}
+	lost := make([]bool, len(items))
+	if err := l.settleIn(sctx, tx, items, lost, rt.now()); err != nil {
+		_ = tx.Rollback(sctx)
+		l.flush(items)
+		return l.claim(ctx)
+	}
+	p := l.params(rt.now())
+	rows, err := rt.doClaim(sctx, tx, p, l.claimBuf[:0])
+	if err != nil {
+		_ = tx.Rollback(sctx)
+		l.flush(items)
+		return nil, err
+	}
+	if err := tx.Commit(sctx); err != nil {
+		l.report(items, lost, err)
+		return nil, err
+	}
+	l.report(items, lost, nil)
+	return l.track(rows, p.Token), nil
+}
+
+// pipelined settles items and claims the next batch through the DB's Pipeliner: one round
+// trip and one commit. It applies when the DB pipelines, the claim is one statement and every
+// item is an ack or drop; ok is false when it does not apply. When a grouped statement matches
+// fewer rows than it names (a lease lost in the group), nothing was committed: the items are
+// flushed on their own, which finds the lost one, and the claim runs by itself. Any other
+// failure (a row lock waited past the lock timeout) flushes them on their own too, so that it
+// fails only the delivery it concerns.
+func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, ok bool, err error) {
+	rt := l.rt
+	if l.pipe == nil {
+		return nil, false, nil
+	}
+	for _, it := range items {
+		if !isDone(it.v.Action) {
+			return nil, false, nil
+		}
+	}
+	p := l.params(rt.now())
+	var steps []Step
+	if rt.lockTx != "" {
+		steps = append(steps, Step{SQL: rt.lockTx})
+	}
+	steps = l.doneSteps(steps, items, p.Now)
+	rows := l.claimBuf[:0]
+	steps = append(steps, l.pipeClaim.step(p, &rows))
+	err = l.pipe.Pipeline(ctx, steps)
+	if err == nil {
+		l.report(items, nil, nil)
+		return l.track(rows, p.Token), true, nil
+	}
+	if !errors.Is(err, ErrRowCount) {
+		rt.log.Warn("sqlqueue: a pipelined settle-and-claim failed; settling its deliveries on their own",
+			"queue", rt.q.name, "deliveries", len(items), "error", err)
+	}
+	l.flush(items)
+	b, err = l.claim(ctx)
+	return b, true, err
+}
+
+// claim claims a batch and tracks it; nil when no row is ready.
+func (l *lease) claim(ctx context.Context) (*leaseBatch, error) {
+	rt := l.rt
+	p := l.params(rt.now())
+	tx, err := rt.db.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := rt.doClaim(ctx, tx, p, l.claimBuf[:0])
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return l.track(rows, p.Token), nil
+}
+
+// params are the values of a claim at now: a fresh token a lease ahead.
+func (l *lease) params(now time.Time) ClaimParams {
+	rt := l.rt
+	return ClaimParams{Now: now, Token: rt.nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
+}

@@ -1,0 +1,265 @@
+package sqlqueue
+
+import (
+	"context"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+)
+
+// This file is the lease form's grouped settlement: Finish queues finished deliveries, and the
+// settler goroutine flushes them (one token-fenced statement per token for acks and drops, the
+// others one by one, in one transaction) when a claim's worth has finished, when every claimed
+// delivery has, or after the linger. A claim cycle takes what is queued too (lease_claim.go).
+
+// enqueue queues a finished delivery for the settler.
+func (l *lease) enqueue(it item) {
+	rt := l.rt
+	l.qmu.Lock()
+	if len(l.queue) == 0 {
+		l.queued = rt.clock.Now()
+	}
+	l.queue = append(l.queue, it)
+	n := len(l.queue)
+	l.mu.Lock()
+	all := n >= l.outstanding
+	l.mu.Unlock()
+	l.qmu.Unlock()
+	// Wake the settler only when it has something to decide: a first item (to time its
+	// linger), a full flush, or nothing else outstanding.
+	if n == 1 || all || n >= min(rt.cfg.maxFlush, rt.cfg.batch) {
+		l.poke()
+	}
+}
+
+func (l *lease) poke() {
+	select {
+	case l.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take removes up to a flush's worth of finished items from the queue.
+func (l *lease) take() []item {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	return l.popLocked()
+}
+
+// popLocked removes up to a flush's worth of items from the front of the queue; l.qmu is held.
+func (l *lease) popLocked() []item {
+	n := min(len(l.queue), l.rt.cfg.maxFlush)
+	if n == 0 {
+		return nil
+	}
+	items := make([]item, n)
+	copy(items, l.queue)
+	rest := copy(l.queue, l.queue[n:])
+	clear(l.queue[rest:])
+	l.queue = l.queue[:rest]
+	if rest > 0 {
+		l.queued = l.rt.clock.Now()
+	}
+	return items
+}
+
+// settler flushes finished deliveries; it owns every grouped statement outside a claim cycle.
+func (l *lease) settler() {
+	defer l.running.Done()
+	rt := l.rt
+	var linger clock.Timer
+	var lingerC <-chan time.Time
+	defer func() {
+		if linger != nil {
+			linger.Stop()
+		}
+	}()
+	for {
+		force := false
+		select {
+		case <-l.signal:
+		case <-lingerC:
+			lingerC = nil
+			force = true
+		case <-l.stop:
+			l.flushReady(true)
+			return
+		}
+		wait := l.flushReady(force)
+		if wait > 0 {
+			if lingerC == nil {
+				if linger == nil {
+					linger = rt.clock.NewTimer(wait)
+				} else {
+					linger.Reset(wait)
+				}
+				lingerC = linger.C()
+			}
+		} else if lingerC != nil {
+			linger.Stop()
+			lingerC = nil
+		}
+	}
+}
+
+// flushReady flushes what is queued when it should go now, and otherwise returns how long the
+// oldest item may still wait.
+func (l *lease) flushReady(force bool) time.Duration {
+	rt := l.rt
+	for {
+		l.qmu.Lock()
+		n := len(l.queue)
+		if n == 0 {
+			l.qmu.Unlock()
+			return 0
+		}
+		l.mu.Lock()
+		all := n >= l.outstanding
+		l.mu.Unlock()
+		waited := rt.clock.Now().Sub(l.queued)
+		if !force && !all && n < min(rt.cfg.maxFlush, rt.cfg.batch) && waited < rt.cfg.linger {
+			l.qmu.Unlock()
+			return rt.cfg.linger - waited
+		}
+		items := l.popLocked()
+		l.qmu.Unlock()
+		l.flush(items)
+		force = false
+	}
+}
+
+// flush settles items in one transaction. When the group fails (a row lock waited past the
+// lock timeout, a trigger refused one statement), each item is settled on its own, so that the
+// failure is only its own delivery's.
+func (l *lease) flush(items []item) {
+	rt := l.rt
+	ctx, cancel := rt.background(context.Background())
+	defer cancel()
+	now := rt.now()
+	lost := make([]bool, len(items))
+	err := l.flushFast(ctx, items, lost, now)
+	if err == errMismatch {
+		clear(lost)
+		err = l.flushEach(ctx, items, lost, now)
+	}
+	if err != nil && len(items) > 1 {
+		for i := range items {
+			one := items[i : i+1]
+			lost := []bool{false}
+			l.report(one, lost, l.flushEach(ctx, one, lost, rt.now()))
+		}
+		return
+	}
+	l.report(items, lost, err)
+}
+
+// report tells core how items were settled: err for all, or per item lost (nil lost: none) or
+// done.
+func (l *lease) report(items []item, lost []bool, err error) {
+	for i, it := range items {
+		e := err
+		if e == nil && lost != nil && lost[i] {
+			e = l.lost(it.d)
+		}
+		if e == nil {
+			l.rt.wakeAfter(it.v)
+		}
+		l.done(it.d, it.v, e, it.settled)
+	}
+	// Fewer outstanding: what is queued may now be all there is, which flushes at once.
+	l.poke()
+}
+
+type mismatch struct{}
+
+func (mismatch) Error() string {
+	return "sqlqueue: grouped settlement matched fewer rows than it settles"
+}
+
+var errMismatch error = mismatch{}
+
+// flushFast settles ack and drop with one statement per token; when one matches fewer rows
+// than it names, it rolls back and returns errMismatch so that flushEach finds which.
+func (l *lease) flushFast(ctx context.Context, items []item, lost []bool, now time.Time) error {
+	tx, err := l.rt.begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := l.settleIn(ctx, tx, items, lost, now); err != nil {
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// settleIn runs the grouped settlement of items in tx, neither committing nor rolling back.
+func (l *lease) settleIn(ctx context.Context, tx Queryer, items []item, lost []bool, now time.Time) error {
+	for _, st := range l.doneSteps(nil, items, now) {
+		r, err := tx.Exec(ctx, st.SQL, st.Args...)
+		if err != nil {
+			return err
+		}
+		if r.RowsAffected != st.Want {
+			return errMismatch
+		}
+	}
+	for i, it := range items {
+		if isDone(it.v.Action) {
+			continue
+		}
+		ok, err := l.rt.finish(ctx, tx, it.d, it.v, now)
+		if err != nil {
+			return err
+		}
+		lost[i] = !ok
+	}
+	return nil
+}
+
+// flushEach settles every item with its own fenced statement, in one transaction.
+func (l *lease) flushEach(ctx context.Context, items []item, lost []bool, now time.Time) error {
+	tx, err := l.rt.begin(ctx)
+	if err != nil {
+		return err
+	}
+	for i, it := range items {
+		ok, err := l.rt.finish(ctx, tx, it.d, it.v, now)
+		if err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		lost[i] = !ok
+	}
+	return tx.Commit(ctx)
+}
+
+// doneSteps appends to steps the grouped settlement of the ack and drop items, one statement
+// per token, each wanting exactly its rows; other items are left out.
+func (l *lease) doneSteps(steps []Step, items []item, now time.Time) []Step {
+	rt := l.rt
+	handled := make([]bool, len(items))
+	for i, it := range items {
+		if handled[i] || !isDone(it.v.Action) {
+			continue
+		}
+		tok := it.d.token
+		var args []any
+		if rt.st.doneMark {
+			args = append(args, rt.d.Time(now))
+		}
+		args = append(args, rt.d.Time(tok))
+		ids := 0
+		for j := i; j < len(items); j++ {
+			if !handled[j] && isDone(items[j].v.Action) && items[j].d.token.Equal(tok) {
+				handled[j] = true
+				args = append(args, items[j].d.id)
+				ids++
+			}
+		}
+		steps = append(steps, Step{SQL: rt.st.doneMany.sql(ids), Args: args, Want: int64(ids)})
+	}
+	return steps
+}
+
+func isDone(a core.Action) bool { return a == core.ActAck || a == core.ActDrop }

@@ -1,0 +1,31 @@
+package mysql
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// InnoDB locks rows one by one, so a service's own SELECT … FOR UPDATE can hold a claimed row
+// while the engine wants to write it: the dialect tells the engine how to lock rows without
+// waiting on held ones, and how to bound the waits it cannot avoid (sqlqueue.RowLocking).
+var _ sqlqueue.RowLocking = (*dialect)(nil)
+
+// LockClause locks the rows a SELECT returns: FOR UPDATE, skipping the rows another
+// transaction holds with skip (MySQL 8.0.1+, MariaDB 10.6+).
+func (*dialect) LockClause(skip bool) string {
+	if skip {
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return " FOR UPDATE"
+}
+
+// LockTimeout sets innodb_lock_wait_timeout (whole seconds, rounded up, at least 1). InnoDB
+// has no per-transaction value, so it is the session's in both cases: a connection of the pool
+// keeps the subscription's value after the engine's transaction, until the engine's next
+// transaction on it sets it again.
+func (*dialect) LockTimeout(d time.Duration, _ bool) string {
+	s := max((d+time.Second-1)/time.Second, 1)
+	return "SET SESSION innodb_lock_wait_timeout = " + strconv.FormatInt(int64(s), 10)
+}

@@ -1,0 +1,33 @@
+package postgres
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// PostgreSQL locks rows one by one, so a service's own SELECT … FOR UPDATE can hold a claimed
+// row while the engine wants to write it: the dialect tells the engine how to lock rows without
+// waiting on held ones, and how to bound the waits it cannot avoid (sqlqueue.RowLocking).
+var _ sqlqueue.RowLocking = (*dialect)(nil)
+
+// LockClause locks the rows a SELECT returns: FOR UPDATE, skipping the rows another
+// transaction holds with skip.
+func (*dialect) LockClause(skip bool) string {
+	if skip {
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return " FOR UPDATE"
+}
+
+// LockTimeout sets lock_timeout (in milliseconds, at least 1) for the current transaction
+// (set_config with is_local, which also holds in the implicit transaction of a pipeline), or
+// with session for the session.
+func (*dialect) LockTimeout(d time.Duration, session bool) string {
+	ms := strconv.FormatInt(int64(max((d+time.Millisecond-1)/time.Millisecond, 1)), 10)
+	if session {
+		return "SET lock_timeout = " + ms
+	}
+	return "SELECT set_config('lock_timeout', '" + ms + "', true)"
+}
