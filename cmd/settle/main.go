@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core/ops"
+	natsjs "github.com/settlehq/settle/transport-nats"
 )
 
 // Exit codes: scripts can tell what went wrong from them (the README lists them too).
@@ -41,7 +42,8 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case isUsage(err), errors.Is(err, ops.ErrNoSelection), errors.Is(err, ops.ErrNoDeadLetter):
+	case isUsage(err), errors.Is(err, ops.ErrNoSelection), errors.Is(err, ops.ErrNoDeadLetter),
+		errors.Is(err, natsjs.ErrKeepAttempts):
 		return exitUsage
 	case errors.Is(err, errUnreachable):
 		return exitUnreachable

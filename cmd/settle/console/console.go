@@ -146,6 +146,8 @@ func CheckListen(addr string, o Options) error {
 const csrfCookie = "settle_csrf"
 const tokenCookie = "settle_token"
 
+// ServeHTTP serves the console: every request is checked against the token or basic-auth
+// credentials first, and every page forbids framing and scripts.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'none'; frame-ancestors 'none'")
