@@ -32,7 +32,6 @@ type DB struct {
 	iso      sql.IsolationLevel
 	txOpts   *sql.TxOptions // set when each transaction must ask for the isolation level itself
 	dialect  *dialect
-	rw       *rewriter
 	q        *queueDB
 	log      *slog.Logger
 	clock    clock.Clock
@@ -222,8 +221,7 @@ func checkFoundRows(ctx context.Context, pool *sql.DB) error {
 }
 
 func newDB(pool *sql.DB, owned bool, v Version, database string, o options, txOpts *sql.TxOptions) *DB {
-	db := &DB{pool: pool, owned: owned, version: v, database: database, iso: o.iso, txOpts: txOpts, rw: &rewriter{},
-		log: o.log, clock: o.clock}
+	db := &DB{pool: pool, owned: owned, version: v, database: database, iso: o.iso, txOpts: txOpts, log: o.log, clock: o.clock}
 	db.dialect = newDialect(v.Flavour, database, o.log)
 	db.q = &queueDB{db: db}
 	return db
@@ -275,12 +273,12 @@ var _ sqlqueue.DB = (*queueDB)(nil)
 
 // Exec runs a statement on some connection of the pool.
 func (q *queueDB) Exec(ctx context.Context, s string, args ...any) (sqlqueue.Result, error) {
-	return result(q.db.pool.ExecContext(ctx, q.db.rw.sql(s), args...))
+	return result(q.db.pool.ExecContext(ctx, s, args...))
 }
 
 // Query runs a query on some connection of the pool.
 func (q *queueDB) Query(ctx context.Context, s string, args ...any) (sqlqueue.Rows, error) {
-	return rowsOf(q.db.pool.QueryContext(ctx, q.db.rw.sql(s), args...))
+	return rowsOf(q.db.pool.QueryContext(ctx, s, args...))
 }
 
 // Begin starts a transaction at the DB's isolation level; Unwrap on it returns the *sql.Tx.
@@ -289,7 +287,7 @@ func (q *queueDB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	if err != nil {
 		return nil, edgeErr(err)
 	}
-	return &txn{tx: tx, rw: q.db.rw, begin: q.db.beginSQL}, nil
+	return &txn{tx: tx, begin: q.db.beginSQL}, nil
 }
 
 func (db *DB) beginSQL(ctx context.Context) (*sql.Tx, error) { return db.pool.BeginTx(ctx, db.txOpts) }
@@ -300,10 +298,12 @@ func (q *queueDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 	if err != nil {
 		return nil, edgeErr(err)
 	}
-	return &conn{c: c, txOpts: q.db.txOpts, rw: q.db.rw}, nil
+	return &conn{c: c, txOpts: q.db.txOpts}, nil
 }
 
-// txn is a transaction; rw is nil for a caller's transaction (InTx).
+// txn is a transaction: the engine's, or a caller's (InTx, without begin). Statements reach the
+// server as they are given: the engine's own statements carry their hints from rendering
+// (ByIDHints), and a handler's SQL through the delivery's transaction is never changed.
 //
 // Until its first query, a transaction keeps the statements it ran and the rows each one
 // matched, so that a claim which InnoDB rolls back as a deadlock victim can run again in a fresh
@@ -313,7 +313,6 @@ func (q *queueDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 // error returned.
 type txn struct {
 	tx     *sql.Tx
-	rw     *rewriter
 	begin  func(ctx context.Context) (*sql.Tx, error) // begins a replacement (restart); nil: none
 	log    []loggedExec
 	reads  bool // a query has run: what came before it can no longer be replayed
@@ -330,9 +329,6 @@ type loggedExec struct {
 var errReplay = errors.New("mysql: replaying the transaction's statements matched other rows")
 
 func (t *txn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
-	if t.rw != nil {
-		q = t.rw.sql(q)
-	}
 	r, err := result(t.tx.ExecContext(ctx, q, args...))
 	switch {
 	case err != nil:
@@ -345,9 +341,6 @@ func (t *txn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result,
 
 func (t *txn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
 	t.reads = true
-	if t.rw != nil {
-		q = t.rw.sql(q)
-	}
 	return rowsOf(t.tx.QueryContext(ctx, q, args...))
 }
 
@@ -386,15 +379,14 @@ func (t *txn) Unwrap() any                    { return t.tx }
 type conn struct {
 	c      *sql.Conn
 	txOpts *sql.TxOptions
-	rw     *rewriter
 }
 
 func (c *conn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
-	return result(c.c.ExecContext(ctx, c.rw.sql(q), args...))
+	return result(c.c.ExecContext(ctx, q, args...))
 }
 
 func (c *conn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
-	return rowsOf(c.c.QueryContext(ctx, c.rw.sql(q), args...))
+	return rowsOf(c.c.QueryContext(ctx, q, args...))
 }
 
 func (c *conn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
@@ -402,7 +394,7 @@ func (c *conn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	if err != nil {
 		return nil, edgeErr(err)
 	}
-	return &txn{tx: tx, rw: c.rw, begin: func(ctx context.Context) (*sql.Tx, error) { return c.c.BeginTx(ctx, c.txOpts) }}, nil
+	return &txn{tx: tx, begin: func(ctx context.Context) (*sql.Tx, error) { return c.c.BeginTx(ctx, c.txOpts) }}, nil
 }
 
 func (c *conn) Close() error { return c.c.Close() }

@@ -26,7 +26,27 @@ var (
 	_ sqlqueue.RowLockDialect  = (*dialect)(nil)
 	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
 	_ sqlqueue.AdvisoryFilter  = (*dialect)(nil)
+	_ sqlqueue.ByIDHints       = (*dialect)(nil)
 )
+
+// UpdateByIDs pins the primary key on the engine's UPDATEs that name many rows by id (a grouped
+// lease settlement, the lease claim's stamp): InnoDB's statistics of a queue table are nearly
+// always stale (it fills and drains faster than they are recalculated), and with a small row
+// estimate the optimizer scans the whole table; a scanning statement locks every row it reads
+// and waits on rows other claimants hold, which turns concurrent settlements into lock waits
+// and deadlocks (measured on MariaDB 10.11: the first grouped settlements after a bulk insert
+// deadlocked). By the primary key, each statement locks exactly its own rows.
+func (d *dialect) UpdateByIDs(qtable string) string {
+	return "UPDATE " + qtable + " FORCE INDEX (PRIMARY)"
+}
+
+// DeleteByIDs pins the primary key on the engine's DELETEs that name many rows by id (see
+// UpdateByIDs). A single-table DELETE takes no index hint, so the statement is spelled in the
+// multi-table form, which does; the engine's grouped DELETE has no ORDER BY or LIMIT, which that
+// form refuses.
+func (d *dialect) DeleteByIDs(qtable string) string {
+	return "DELETE " + qtable + " FROM " + qtable + " FORCE INDEX (PRIMARY)"
+}
 
 // skipLocked follows a claim's SELECT: rows another claim holds are passed over, not waited for.
 const skipLocked = " FOR UPDATE SKIP LOCKED"

@@ -112,7 +112,6 @@ type endpoint struct {
 }
 
 func (db *DB) wrap(ep core.Endpoint, t sqlqueue.Table, f sqlqueue.Form) core.Endpoint {
-	db.rw.register(db, t)
 	return &endpoint{Endpoint: ep, db: db, t: t, form: f}
 }
 

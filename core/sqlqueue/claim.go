@@ -150,7 +150,7 @@ func SelectThenUpdateClaim(s *Schema, lockSuffix string) Claim {
 		set += ", " + s.Attempt + " = " + s.Attempt + " + 1"
 	}
 	return &selectUpdateClaim{sel: stmtClaim{sql: sel, b: b}, upd: newInList(s.Dialect,
-		"UPDATE "+s.QTable+" SET "+set+" WHERE "+s.ID+" IN (", ")", 2)}
+		updateByIDs(s.Dialect, s.QTable)+" SET "+set+" WHERE "+s.ID+" IN (", ")", 2)}
 }
 
 type stmtClaim struct {

@@ -277,6 +277,38 @@ type RowLocking interface {
 	LockTimeout(d time.Duration, session bool) string
 }
 
+// ByIDHints is an optional interface of a Dialect whose optimizer has to be told how to find
+// the rows of the engine's statements that name many rows by id (… AND id IN (…)): the
+// grouped settlements of the lease and row-lock forms and the UPDATE of SelectThenUpdateClaim.
+// The engine asks for the start of each such statement once, when it renders it; statements
+// that do not come from the engine (a handler's SQL through the delivery's transaction, custom
+// events) are never changed. MySQL and MariaDB pin the primary key with FORCE INDEX (PRIMARY):
+// a queue table's statistics are nearly always stale, and a scanning DELETE locks rows other
+// claimants hold.
+type ByIDHints interface {
+	// UpdateByIDs returns the start of such an UPDATE of the quoted table qtable, up to the
+	// " SET" that follows it: "UPDATE " + qtable when nothing is to be added.
+	UpdateByIDs(qtable string) string
+	// DeleteByIDs returns the start of such a DELETE from qtable, up to the " WHERE" that
+	// follows it: "DELETE FROM " + qtable when nothing is to be added.
+	DeleteByIDs(qtable string) string
+}
+
+// updateByIDs and deleteByIDs start the engine's statements that name many rows by id.
+func updateByIDs(d Dialect, qtable string) string {
+	if h, ok := d.(ByIDHints); ok {
+		return h.UpdateByIDs(qtable)
+	}
+	return "UPDATE " + qtable
+}
+
+func deleteByIDs(d Dialect, qtable string) string {
+	if h, ok := d.(ByIDHints); ok {
+		return h.DeleteByIDs(qtable)
+	}
+	return "DELETE FROM " + qtable
+}
+
 // Pipeliner is an optional interface of a DB whose driver sends several statements in one
 // round trip and runs them as one transaction (PostgreSQL: a pgx batch, which the extended
 // protocol runs in one implicit transaction). The lease form then settles the finished

@@ -79,20 +79,20 @@ func (rt *runtime) render() error {
 		st.doneMark = true
 		st.done = "UPDATE " + s.QTable + " SET " + s.ProcessedAt + " = " + next() + clearLease + fence()
 		if lease {
-			st.doneMany = newInList(d, "UPDATE "+s.QTable+" SET "+s.ProcessedAt+" = "+p(1)+", "+s.LockedUntil+
+			st.doneMany = newInList(d, updateByIDs(d, s.QTable)+" SET "+s.ProcessedAt+" = "+p(1)+", "+s.LockedUntil+
 				" = NULL WHERE "+s.LockedUntil+" = "+p(2)+" AND "+s.ID+" IN (", ")", 3)
 		}
 	} else {
 		st.done = "DELETE FROM " + s.QTable + fence()
 		if lease {
-			st.doneMany = newInList(d, "DELETE FROM "+s.QTable+" WHERE "+s.LockedUntil+" = "+p(1)+" AND "+s.ID+" IN (", ")", 2)
+			st.doneMany = newInList(d, deleteByIDs(d, s.QTable)+" WHERE "+s.LockedUntil+" = "+p(1)+" AND "+s.ID+" IN (", ")", 2)
 		}
 	}
 	if f == FormRowLock {
 		if st.doneMark {
-			st.doneIDs = newInList(d, "UPDATE "+s.QTable+" SET "+s.ProcessedAt+" = "+p(1)+" WHERE "+s.ID+" IN (", ")", 2)
+			st.doneIDs = newInList(d, updateByIDs(d, s.QTable)+" SET "+s.ProcessedAt+" = "+p(1)+" WHERE "+s.ID+" IN (", ")", 2)
 		} else {
-			st.doneIDs = newInList(d, "DELETE FROM "+s.QTable+" WHERE "+s.ID+" IN (", ")", 1)
+			st.doneIDs = newInList(d, deleteByIDs(d, s.QTable)+" WHERE "+s.ID+" IN (", ")", 1)
 		}
 	}
 	if lease {
