@@ -456,16 +456,21 @@ func (r *run) inject(ctx context.Context, deadline time.Time) {
 		points[i] = len(r.ids)/20 + rand.IntN(max(1, len(r.ids)*75/100))
 	}
 	sort.Ints(points)
-	for i := 0; i < n && ctx.Err() == nil && time.Now().Before(deadline); i++ {
+	// A fault that finds nothing to act on (the worker is restarting after a self kill) does
+	// not count: the loop tries again, up to three times the faults asked for.
+	done := 0
+	for try := 0; done < n && try < 3*n && ctx.Err() == nil && time.Now().Before(deadline); try++ {
 		g := r.env.Profile.Gap
 		since, gap := time.Now(), g[0]+time.Duration(rand.Int64N(int64(g[1]-g[0])+1))
-		for r.st.finishedCount() < points[i] && time.Since(since) < gap && time.Now().Before(deadline) {
+		for r.st.finishedCount() < points[done] && time.Since(since) < gap && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if r.isDrained(ctx) {
 			return
 		}
-		r.fault(ctx, r.sc.Faults[i%len(r.sc.Faults)])
+		if r.fault(ctx, r.sc.Faults[done%len(r.sc.Faults)]) {
+			done++
+		}
 	}
 }
 
@@ -513,6 +518,16 @@ func (r *run) liveWorker() *worker {
 	return live[rand.IntN(len(live))]
 }
 
+// waitLiveWorker waits up to 3 s for a running worker (one may be restarting).
+func (r *run) waitLiveWorker() *worker {
+	for t := time.Now(); time.Since(t) < 3*time.Second; time.Sleep(20 * time.Millisecond) {
+		if w := r.liveWorker(); w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
 func (r *run) liveWorkers() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -525,14 +540,15 @@ func (r *run) liveWorkers() int {
 	return n
 }
 
-// fault performs one fault and records it in the ledger.
-func (r *run) fault(ctx context.Context, f Fault) {
+// fault performs one fault and records it in the ledger; false when there was nothing to act
+// on (no worker running, no delivery in flight).
+func (r *run) fault(ctx context.Context, f Fault) bool {
 	mark := func(e chaos.Entry) { e.Ev, e.Fault = chaos.EvFault, string(f); _ = r.ledger.Write(e) }
 	switch f {
 	case Kill:
-		w := r.liveWorker()
+		w := r.waitLiveWorker()
 		if w == nil {
-			return
+			return false
 		}
 		w.kill()
 		if r.sc.Plugin {
@@ -540,14 +556,14 @@ func (r *run) fault(ctx context.Context, f Fault) {
 		}
 		if err := w.restart(); err != nil {
 			r.fail(ErrorCat, "restarting worker %s: %v", w.name, err)
-			return
+			return false
 		}
 		mark(chaos.Entry{Detail: w.name})
 		_ = w.waitReady(15 * time.Second) // a worker that cannot start is restarted by supervise
 	case Pause:
-		w := r.liveWorker()
+		w := r.waitLiveWorker()
 		if w == nil {
-			return
+			return false
 		}
 		d := r.sc.PauseFor
 		if d == 0 {
@@ -563,14 +579,14 @@ func (r *run) fault(ctx context.Context, f Fault) {
 		n, err := r.b.terminate(ctx)
 		if err != nil {
 			r.fail(ErrorCat, "terminating connections: %v", err)
-			return
+			return false
 		}
 		mark(chaos.Entry{Detail: fmt.Sprintf("%d connections", n)})
 	case Cut:
 		ab, ok := r.b.(*amqpBackend)
 		if !ok {
 			r.fail(ErrorCat, "cut: only the RabbitMQ trials go through the proxy")
-			return
+			return false
 		}
 		mark(chaos.Entry{Detail: fmt.Sprintf("%d connections", ab.cut())})
 	case RestartGraceful, RestartCrash:
@@ -596,8 +612,7 @@ func (r *run) fault(ctx context.Context, f Fault) {
 			}
 		}
 		if !ok {
-			r.fail(ErrorCat, "lock-row: no delivery in flight to lock")
-			return
+			return false
 		}
 		d := r.sc.LockFor
 		if d == 0 {
@@ -613,7 +628,7 @@ func (r *run) fault(ctx context.Context, f Fault) {
 		ab, ok := r.b.(*amqpBackend)
 		if !ok {
 			r.fail(ErrorCat, "delete-dead: RabbitMQ only")
-			return
+			return false
 		}
 		mark(chaos.Entry{Phase: "begin", Detail: ab.dead})
 		if err := ab.deleteDead(ctx, false); err != nil {
@@ -626,7 +641,9 @@ func (r *run) fault(ctx context.Context, f Fault) {
 		mark(chaos.Entry{Phase: "end", Detail: ab.dead})
 	default:
 		r.fail(ErrorCat, "unknown fault %q", f)
+		return false
 	}
+	return true
 }
 
 // checkOrphans fails the trial when plugin processes outlive their host (given 2 s to notice),
