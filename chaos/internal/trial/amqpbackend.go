@@ -2,7 +2,6 @@ package trial
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -20,6 +19,9 @@ type amqpBackend struct {
 	queueType, delay   string
 	queue, dead, retry string
 	conn               *amqp091.Connection
+	// saved holds the dead letters taken out of the dead-letter queue before the driver
+	// deleted it (DeleteDead): the fault is the missing queue, not the loss of its contents.
+	saved []amqp091.Delivery
 }
 
 func (b *amqpBackend) name() string { return "rabbitmq" }
@@ -115,6 +117,9 @@ func (b *amqpBackend) pending(ctx context.Context) (int, bool, error) {
 // (the workers are stopped, so nothing is in flight).
 func (b *amqpBackend) snapshot(ctx context.Context) (chaos.Snapshot, error) {
 	snap := chaos.Snapshot{Messages: make(map[string]chaos.Observed), AbsentIsSettled: true}
+	for _, d := range b.saved {
+		b.observe(&snap, b.dead, d)
+	}
 	for _, q := range []string{b.queue, b.retry, b.dead} {
 		ch, err := b.channel(ctx)
 		if err != nil {
@@ -133,26 +138,31 @@ func (b *amqpBackend) snapshot(ctx context.Context) (chaos.Snapshot, error) {
 				ch.Close()
 				break
 			}
-			var p struct{ ID string }
-			if json.Unmarshal(d.Body, &p) != nil || p.ID == "" {
-				snap.Strangers++
-				continue
-			}
-			o := snap.Messages[p.ID]
-			o.Copies++
-			if o.Copies == 1 {
-				o.Count = -1
-			}
-			if q == b.dead {
-				o.Where = chaos.Dead
-				o.Count, o.CountErr = amqpCount(d.Headers)
-			} else if o.Where != chaos.Dead {
-				o.Where = chaos.Pending
-			}
-			snap.Messages[p.ID] = o
+			b.observe(&snap, q, d)
 		}
 	}
 	return snap, nil
+}
+
+// observe adds a message read from queue q to the snapshot.
+func (b *amqpBackend) observe(snap *chaos.Snapshot, q string, d amqp091.Delivery) {
+	id := messageIDOf(d.Body)
+	if id == "" {
+		snap.Strangers++
+		return
+	}
+	o := snap.Messages[id]
+	o.Copies++
+	if o.Copies == 1 {
+		o.Count = -1
+	}
+	if q == b.dead {
+		o.Where = chaos.Dead
+		o.Count, o.CountErr = amqpCount(d.Headers)
+	} else if o.Where != chaos.Dead {
+		o.Where = chaos.Pending
+	}
+	snap.Messages[id] = o
 }
 
 // amqpCount reads a dead letter's settle-retry-count header; -1 when it has none (a message
@@ -211,20 +221,42 @@ func (b *amqpBackend) restart(ctx context.Context, mode servers.StopMode) error 
 	return node.Restart(ctx, servers.Crash)
 }
 
-// deleteDead deletes the dead-letter queue, and declares it again (durable, as the transport
-// declares it) when back is true.
+// deleteDead deletes the dead-letter queue — after taking out what it holds, and only while
+// it is empty, so the fault loses nothing itself — or declares it again (durable, as the
+// transport declares it) when back is true.
 func (b *amqpBackend) deleteDead(ctx context.Context, back bool) error {
-	ch, err := b.channel(ctx)
-	if err != nil {
+	if back {
+		ch, err := b.channel(ctx)
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+		_, err = ch.QueueDeclare(b.dead, true, false, false, false, nil)
 		return err
 	}
-	defer ch.Close()
-	if back {
-		_, err = ch.QueueDeclare(b.dead, true, false, false, false, nil)
-	} else {
-		_, err = ch.QueueDelete(b.dead, false, false, false)
+	var err error
+	for try := 0; try < 20; try++ {
+		var ch *amqp091.Channel
+		if ch, err = b.channel(ctx); err != nil {
+			return err
+		}
+		for {
+			d, ok, gerr := ch.Get(b.dead, true)
+			if gerr != nil || !ok {
+				err = gerr
+				break
+			}
+			b.saved = append(b.saved, d)
+		}
+		if err == nil {
+			if _, err = ch.QueueDelete(b.dead, false, true, false); err == nil {
+				ch.Close()
+				return nil
+			}
+		}
+		ch.Close() // a copy arrived meanwhile (the delete if-empty refused): take it out too
 	}
-	return err
+	return fmt.Errorf("deleting %s while empty: %w", b.dead, err)
 }
 
 func (b *amqpBackend) lockRow(context.Context, int64, time.Duration) error {

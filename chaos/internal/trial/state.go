@@ -17,6 +17,7 @@ type state struct {
 	ready    map[int]bool // worker pids that reported ready
 	exits    map[int]string
 	inflight map[string]chaos.Entry // message id → its last start not yet settled
+	lastEnd  map[string]string      // message id → what its last run asked for
 	settled  int
 	last     time.Time // when the last line was read
 	lastErr  error
@@ -24,7 +25,7 @@ type state struct {
 
 func newState(path string) *state {
 	return &state{tail: chaos.NewTail(path), finished: make(map[string]bool), ready: make(map[int]bool),
-		exits: make(map[int]string), inflight: make(map[string]chaos.Entry)}
+		exits: make(map[int]string), inflight: make(map[string]chaos.Entry), lastEnd: make(map[string]string)}
 }
 
 // poll reads the lines appended since the last poll.
@@ -51,6 +52,9 @@ func (s *state) poll() {
 			s.exits[e.PID] = e.Outcome
 		case chaos.EvStart:
 			s.inflight[e.ID] = e
+			delete(s.lastEnd, e.ID)
+		case chaos.EvEnd:
+			s.lastEnd[e.ID] = e.Outcome
 		case chaos.EvSettle:
 			if e.OK {
 				s.settled++
@@ -121,4 +125,21 @@ func (s *state) quietFor() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return time.Since(s.last)
+}
+
+// onlyUnlogged reports whether every message of ids that has not finished in the ledger
+// had its last run end asking for an ack or a drop (its settlement line was lost with its
+// process): nothing is left to happen to them.
+func (s *state) onlyUnlogged(ids []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if s.finished[id] {
+			continue
+		}
+		if o := s.lastEnd[id]; o != "ack" && o != "drop" {
+			return false
+		}
+	}
+	return true
 }

@@ -153,7 +153,7 @@ func List() []*Trial {
 	// the dead-letter queue deleted mid-drain and declared again: no copy may be lost, and the
 	// failing messages' handlers must not spin.
 	add(amqpTrial("refused-copies", "classic", Scenario{Mix: "ack=70,fail=30", Faults: []Fault{DeleteDead}, FaultCount: 1,
-		WorkerFlags: []string{"-publish", "confirmed"}, MaxRuns: 6, Drain: 20 * time.Second}, markAMQP("refused-copies", "classic")))
+		WorkerFlags: []string{"-publish", "confirmed"}, MaxRuns: 6, Drain: 40 * time.Second}, markAMQP("refused-copies", "classic")))
 	return ts
 }
 
@@ -234,10 +234,7 @@ func markRestart(b, f string) *Mark {
 		Reason: "the first settlement after a server restart can take 2–6 s (stale connections fail claims and raise the backoff; the target is 1 s)"}
 }
 
-func markLockedRow(b string) *Mark {
-	return &Mark{Issue: 14, Reason: "one row locked by another connection stalls the whole lease subscription (the lease extension holds the settle lock while it waits)",
-		Cats: cats(chaos.Stall)}
-}
+func markLockedRow(b string) *Mark { return nil }
 
 func markCompete(b, f string) *Mark {
 	switch {
@@ -266,8 +263,8 @@ func markAMQP(trial, form string) *Mark {
 	lostAck := "an ack whose frame was written is reported durable, but the frame dies with the killed process's socket or the cut connection and the broker delivers the message again (two successful acks)"
 	switch {
 	case trial == "refused-copies":
-		return &Mark{Issue: 15, Reason: "copies to a deleted dead-letter queue are confirmed though unroutable (not mandatory): the original is acked and the message is lost",
-			Cats: cats(chaos.Lost, chaos.Runs)}
+		return &Mark{Issue: 15, Intermittent: true, Cats: cats(chaos.Lost, chaos.Stuck),
+			Reason: "a dead letter confirmed while its queue was being deleted is lost (RabbitMQ confirms a routed copy that a concurrent queue.delete then drops: possibly the fault itself, reported); originals held back after a refused copy may still be held when the bounded drain ends"}
 	case trial == "cut" && form == "classic+inprocess":
 		return &Mark{Issue: 15, Intermittent: true, Cats: cats(chaos.Lost, chaos.Double),
 			Reason: "an in-process delayed copy is lost when the connection is cut (the original was acked when the copy was scheduled; the copy's publish on the dead connection fails) — beyond the documented window, which is a stop of the process (new finding, reported with this issue)"}
