@@ -270,7 +270,7 @@ func (b *backend) Drain(ctx context.Context, queue string, atLeast int) ([]trans
 func TestTransport(t *testing.T) {
 	eachServer(t, func(t *testing.T, url string) {
 		transporttest.Run(t, func(t *testing.T) transporttest.Env {
-			return transporttest.Env{Backend: newBackend(t, url), Clock: clock.Real()}
+			return transporttest.Env{Backend: newBackend(t, url), Clock: clock.Real(), Features: transporttest.Features{CountsAtTake: true}}
 		})
 	})
 }

@@ -255,7 +255,7 @@ func TestMaxDeliveriesAdvisoryLogged(t *testing.T) {
 // TestConfirmedAcks runs the conformance suite with double acks.
 func TestConfirmedAcks(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T) transporttest.Env {
-		return transporttest.Env{Backend: newBackend(t, embedded.URL(), natsjs.ConfirmAcks()), Clock: clock.Real()}
+		return transporttest.Env{Backend: newBackend(t, embedded.URL(), natsjs.ConfirmAcks()), Clock: clock.Real(), Features: transporttest.Features{CountsAtTake: true}}
 	})
 }
 
