@@ -37,6 +37,7 @@ type TopologyError struct {
 	Err error
 }
 
+// Error names the stream or consumer and says what is missing or different, and what to do.
 func (e *TopologyError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %q", e.Kind, e.Name)
@@ -63,4 +64,5 @@ func (e *TopologyError) Is(target error) bool {
 	return (target == ErrNotFound && e.Missing) || (target == ErrMismatch && !e.Missing)
 }
 
+// Unwrap returns the server's error, if there was one.
 func (e *TopologyError) Unwrap() error { return e.Err }
