@@ -668,3 +668,23 @@ func TestCountHeadersStrictAndClamped(t *testing.T) {
 		})
 	}
 }
+
+// URLs connects to the first address that accepts: a node that is down is skipped.
+func TestURLsSkipsADeadNode(t *testing.T) {
+	realServer(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "amqp://guest:secret@" + l.Addr().String() + "/"
+	l.Close() // nothing listens there now
+	c, err := amqp.URLs(dead, url)()
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	c.Close()
+	_, err = amqp.URLs(dead)()
+	if err == nil || !strings.Contains(err.Error(), l.Addr().String()) || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("error %v: want the address named, the password hidden", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"sync"
 	"time"
 
@@ -27,6 +28,49 @@ func URL(url string) DialFunc {
 			Properties: amqp091.Table{"connection_name": "settle"},
 		})
 	}
+}
+
+// URLs returns a DialFunc for a RabbitMQ cluster: each dial tries the addresses in turn,
+// starting with the one that last worked, and connects to the first that accepts, so that a
+// Broker whose node went down reconnects to another node. Give every node of the cluster (or a
+// load balancer's address); a quorum queue is served from any node, its leader wherever it is.
+// The error of a dial that reached no node names every address's failure.
+func URLs(urls ...string) DialFunc {
+	var mu sync.Mutex
+	next := 0
+	return func() (Connection, error) {
+		if len(urls) == 0 {
+			return nil, errors.New("amqp.URLs: no address")
+		}
+		mu.Lock()
+		start := next
+		mu.Unlock()
+		var errs []error
+		for i := range urls {
+			n := (start + i) % len(urls)
+			c, err := URL(urls[n])()
+			if err == nil {
+				mu.Lock()
+				next = n
+				mu.Unlock()
+				return c, nil
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", redact(urls[n]), err))
+		}
+		mu.Lock()
+		next = (start + 1) % len(urls)
+		mu.Unlock()
+		return nil, fmt.Errorf("no RabbitMQ node accepted a connection: %w", errors.Join(errs...))
+	}
+}
+
+// redact hides the password of an AMQP URL for error messages.
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return p.Redacted()
 }
 
 // Broker is one RabbitMQ connection shared by a service's subscriptions and publishers. It is a
