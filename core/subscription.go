@@ -181,6 +181,7 @@ func (s *subscription) process(ctx context.Context, d Delivery) {
 		return
 	}
 	hctx := ctx
+	var stopTimeout func()
 	if t := s.opts.Timeout; t > 0 {
 		var cancel context.CancelFunc
 		hctx, cancel = clock.WithTimeout(hctx, s.app.clock, t)
@@ -189,13 +190,15 @@ func (s *subscription) process(ctx context.Context, d Delivery) {
 				"message_id", d.ID(), "attempt", d.Attempt(), "timeout", t)
 			s.report(Event{Kind: EventHandlerOverran, MessageID: d.ID(), Attempt: d.Attempt(), Err: context.DeadlineExceeded})
 		})
-		defer overran.Stop()
-		defer cancel()
+		stopTimeout = func() { overran.Stop(); cancel() }
 	}
 	if dc, ok := d.(DeliveryContext); ok {
 		hctx = dc.HandlerContext(hctx)
 	}
 	err := s.call(hctx, d)
+	if stopTimeout != nil {
+		stopTimeout() // the handler has returned: it cannot overrun any more
+	}
 	v := s.verdict(ctx, d, err)
 	s.fin.Finish(ctx, d, v, s.settled)
 }

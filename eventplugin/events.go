@@ -119,8 +119,10 @@ func (b *binding) event(e Event) sqlqueue.Event {
 			return nil, err
 		}
 		out := make([]sqlqueue.Statement, len(stmts))
+		name := b.p.Name()
+		wrap := func(err error) error { return &Error{Plugin: name, Event: e, Err: err} }
 		for i, s := range stmts {
-			out[i] = sqlqueue.Statement{SQL: s.SQL, Args: s.Args}
+			out[i] = sqlqueue.Statement{SQL: s.SQL, Args: s.Args, Wrap: wrap}
 		}
 		return out, nil
 	}

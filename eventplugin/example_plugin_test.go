@@ -222,7 +222,7 @@ func runBadStatements(t *testing.T, db *database, p *Plugin, form string) {
 	want := map[string]string{
 		"13": `plugin "test-helper", event ack: row 13 is cursed`,
 		"21": `plugin "test-helper", event ack: statement 1 has 1 placeholders but 2 arguments`,
-		"31": "custom ack event",
+		"31": `custom ack event: eventplugin: plugin "test-helper", event ack: `, // the server refused the plugin's SQL
 	}
 	for id := range want {
 		db.exec(t, "INSERT INTO jobs (id, payload) VALUES ("+id+", "+db.dialect.Placeholder(1)+")", []byte(`{"N":0}`))
@@ -257,6 +257,9 @@ func runBadStatements(t *testing.T, db *database, p *Plugin, form string) {
 			}
 			if !strings.Contains(s.Err.Error(), want[id]) {
 				t.Errorf("row %s: error %q does not say %q", id, s.Err, want[id])
+			}
+			if pe := (*Error)(nil); !errors.As(s.Err, &pe) || pe.Plugin != "test-helper" {
+				t.Errorf("row %s: no *eventplugin.Error naming the plugin in %q", id, s.Err)
 			}
 			failed[id] = true
 		case s.Verdict.Action == core.ActDrop && s.Err == nil:

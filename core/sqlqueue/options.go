@@ -270,6 +270,17 @@ type EventInput struct {
 type Statement struct {
 	SQL  string
 	Args []any
+	// Wrap, when set, wraps the error the statement fails with, so that the error names where
+	// the statement came from (eventplugin wraps it in an *eventplugin.Error naming the plugin).
+	Wrap func(error) error
+}
+
+// wrap applies s.Wrap to err.
+func (s Statement) wrap(err error) error {
+	if s.Wrap != nil {
+		return s.Wrap(err)
+	}
+	return err
 }
 
 // Event returns the statements that replace one of the dialect's. They run in place of the

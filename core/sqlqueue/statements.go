@@ -388,7 +388,7 @@ func (rt *runtime) runEvent(ctx context.Context, q Queryer, ev Event, in EventIn
 	for _, s := range stmts {
 		r, err := q.Exec(ctx, s.SQL, rt.args(s.Args)...)
 		if err != nil {
-			return false, fmt.Errorf("sqlqueue: custom %v event: %w", in.Kind, err)
+			return false, fmt.Errorf("sqlqueue: custom %v event: %w", in.Kind, s.wrap(err))
 		}
 		changed += r.RowsAffected
 	}
@@ -422,15 +422,19 @@ func (rt *runtime) customClaim(ctx context.Context, tx Queryer, p ClaimParams, d
 	}
 	for _, s := range stmts[:len(stmts)-1] {
 		if _, err := tx.Exec(ctx, s.SQL, rt.args(s.Args)...); err != nil {
-			return dst, fmt.Errorf("sqlqueue: custom claim event: %w", err)
+			return dst, fmt.Errorf("sqlqueue: custom claim event: %w", s.wrap(err))
 		}
 	}
 	last := stmts[len(stmts)-1]
 	rows, err := tx.Query(ctx, last.SQL, rt.args(last.Args)...)
 	if err != nil {
-		return dst, fmt.Errorf("sqlqueue: custom claim event: %w", err)
+		return dst, fmt.Errorf("sqlqueue: custom claim event: %w", last.wrap(err))
 	}
-	return scanClaimed(rows, dst)
+	dst, err = scanClaimed(rows, dst)
+	if err != nil {
+		err = last.wrap(err)
+	}
+	return dst, err
 }
 
 // doClaim runs the claim (the dialect's or the custom one).
