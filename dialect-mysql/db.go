@@ -200,19 +200,19 @@ func New(ctx context.Context, pool *sql.DB, opts ...Option) (*DB, error) {
 func checkFoundRows(ctx context.Context, pool *sql.DB) error {
 	c, err := pool.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("mysql: %w", err)
+		return fmt.Errorf("mysql: %w", edgeErr(err))
 	}
 	defer c.Close()
 	if _, err := c.ExecContext(ctx, "CREATE TEMPORARY TABLE settle_found_rows_probe (x INT)"); err != nil {
-		return fmt.Errorf("mysql: probing affected-row counts: %w", err)
+		return fmt.Errorf("mysql: probing affected-row counts: %w", edgeErr(err))
 	}
 	defer c.ExecContext(context.WithoutCancel(ctx), "DROP TEMPORARY TABLE settle_found_rows_probe")
 	if _, err := c.ExecContext(ctx, "INSERT INTO settle_found_rows_probe VALUES (1)"); err != nil {
-		return fmt.Errorf("mysql: probing affected-row counts: %w", err)
+		return fmt.Errorf("mysql: probing affected-row counts: %w", edgeErr(err))
 	}
 	r, err := c.ExecContext(ctx, "UPDATE settle_found_rows_probe SET x = x")
 	if err != nil {
-		return fmt.Errorf("mysql: probing affected-row counts: %w", err)
+		return fmt.Errorf("mysql: probing affected-row counts: %w", edgeErr(err))
 	}
 	if n, _ := r.RowsAffected(); n != 1 {
 		return errors.New("mysql: the pool counts changed rows, not matched ones: add clientFoundRows=true to its DSN (settle's fenced statements read matched rows)")
@@ -355,7 +355,7 @@ func (t *txn) restart(ctx context.Context, n int) error {
 	tx, err := t.begin(ctx)
 	if err != nil {
 		t.broken = true
-		return err
+		return edgeErr(err)
 	}
 	t.tx, t.reads, t.log = tx, false, t.log[:n]
 	for _, e := range t.log {
@@ -373,7 +373,7 @@ func (t *txn) restart(ctx context.Context, n int) error {
 }
 
 func (t *txn) Commit(context.Context) error   { return edgeErr(t.tx.Commit()) }
-func (t *txn) Rollback(context.Context) error { return t.tx.Rollback() }
+func (t *txn) Rollback(context.Context) error { return edgeErr(t.tx.Rollback()) }
 func (t *txn) Unwrap() any                    { return t.tx }
 
 type conn struct {
@@ -414,8 +414,15 @@ func rowsOf(r *sql.Rows, err error) (sqlqueue.Rows, error) {
 	if err != nil {
 		return nil, edgeErr(err)
 	}
-	return r, nil
+	return rows{r}, nil
 }
+
+// rows translates the errors of reading a result set (a connection lost while rows arrive).
+type rows struct{ *sql.Rows }
+
+func (r rows) Scan(dest ...any) error { return edgeErr(r.Rows.Scan(dest...)) }
+func (r rows) Err() error             { return edgeErr(r.Rows.Err()) }
+func (r rows) Close() error           { return edgeErr(r.Rows.Close()) }
 
 func result(r sql.Result, err error) (sqlqueue.Result, error) {
 	if err != nil {
@@ -423,7 +430,7 @@ func result(r sql.Result, err error) (sqlqueue.Result, error) {
 	}
 	n, err := r.RowsAffected()
 	if err != nil {
-		return sqlqueue.Result{}, err
+		return sqlqueue.Result{}, edgeErr(err)
 	}
 	id, _ := r.LastInsertId()
 	return sqlqueue.Result{RowsAffected: n, LastInsertID: id}, nil

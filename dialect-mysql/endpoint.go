@@ -164,20 +164,20 @@ func (db *DB) checkCatalogue(ctx context.Context, t sqlqueue.Table, f sqlqueue.F
 	}
 	rows, err := db.pool.QueryContext(ctx, primaryKeySQL, ref.Schema, ref.Name)
 	if err != nil {
-		return fmt.Errorf("mysql: reading the primary key of %s: %w", ref, err)
+		return fmt.Errorf("mysql: reading the primary key of %s: %w", ref, edgeErr(err))
 	}
 	var pk []string
 	for rows.Next() {
 		var c string
 		if err := rows.Scan(&c); err != nil {
 			rows.Close()
-			return err
+			return fmt.Errorf("mysql: reading the primary key of %s: %w", ref, edgeErr(err))
 		}
 		pk = append(pk, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("mysql: reading the primary key of %s: %w", ref, edgeErr(err))
 	}
 	if len(pk) != 1 || !equalFold(pk[0], id) {
 		return &sqlqueue.ColumnError{Table: ref.String(), Column: id, Role: "id",

@@ -115,7 +115,7 @@ func Detect(ctx context.Context, db *sql.DB) (Version, string, error) {
 	var raw string
 	var database sql.NullString
 	if err := db.QueryRowContext(ctx, "SELECT VERSION(), DATABASE()").Scan(&raw, &database); err != nil {
-		return Version{}, "", fmt.Errorf("mysql: asking the server for its version: %w", err)
+		return Version{}, "", fmt.Errorf("mysql: asking the server for its version: %w", edgeErr(err))
 	}
 	v, err := ParseVersion(raw)
 	if err != nil {

@@ -60,7 +60,7 @@ func (p *poolDB) Query(ctx context.Context, sql string, args ...any) (sqlqueue.R
 func (p *poolDB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, edgeErr(err, nil)
 	}
 	return &pgTx{tx: tx}, nil
 }
@@ -68,7 +68,7 @@ func (p *poolDB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 func (p *poolDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 	c, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return nil, err
+		return nil, edgeErr(err, nil)
 	}
 	return &pgConn{c: c}, nil
 }
@@ -153,7 +153,7 @@ func (c *pgConn) Query(ctx context.Context, sql string, args ...any) (sqlqueue.R
 func (c *pgConn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	tx, err := c.c.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, edgeErr(err, c.closed)
 	}
 	return &pgTx{tx: tx}, nil
 }
@@ -171,7 +171,7 @@ func (c *pgConn) Discard() error {
 	conn := c.c.Hijack()
 	ctx, cancel := context.WithTimeout(context.Background(), discardTimeout)
 	defer cancel()
-	return conn.Close(ctx)
+	return edgeErr(conn.Close(ctx), nil)
 }
 
 func (c *pgConn) closed() bool { return c.c.Conn().IsClosed() }
@@ -186,7 +186,7 @@ type pgRows struct {
 }
 
 func (r *pgRows) Next() bool             { return r.rows.Next() }
-func (r *pgRows) Scan(dest ...any) error { return r.rows.Scan(dest...) }
+func (r *pgRows) Scan(dest ...any) error { return edgeErr(r.rows.Scan(dest...), r.closed) }
 func (r *pgRows) Err() error             { return edgeErr(r.rows.Err(), r.closed) }
 
 func (r *pgRows) Close() error {

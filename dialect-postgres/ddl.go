@@ -74,7 +74,7 @@ func (db *DB) CreateTable(ctx context.Context, t sqlqueue.Table) error {
 	}
 	for _, stmt := range strings.Split(ddl, ";\n") {
 		if _, err := db.pool.Exec(ctx, stmt); err != nil {
-			return fmt.Errorf("postgres: create table %s: %w", t.Ref(), err)
+			return fmt.Errorf("postgres: create table %s: %w", t.Ref(), edgeErr(err, nil))
 		}
 	}
 	return nil

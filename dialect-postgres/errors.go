@@ -9,14 +9,16 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// ErrConnLost is wrapped by the error of a statement, commit or rollback whose connection was
-// closed under it (the backend was terminated, the server restarted, the network dropped): the
+// ErrConnLost is wrapped by the error of a statement, Begin, commit or rollback whose
+// connection was closed under it (the backend was terminated, the server restarted, the
+// network dropped), and of a connection the server refused or could not be reached for: the
 // server rolled back whatever that connection's transaction had done and released its row and
 // advisory locks, so a claim gave its rows back and a settlement did not happen; the rows come
 // back to a later claim.
 var ErrConnLost = errors.New("postgres: connection lost; the server rolled back its transaction and released its locks")
 
-// edgeErr translates a pgx error at the module edge: closed (nil for the pool) reports whether
+// edgeErr translates a pgx error at the module edge (every statement, Begin, Commit, Rollback
+// and connection the adapters hand out passes through it): closed (nil for the pool) reports whether
 // the connection the statement ran on is closed now; it is asked only after an error, while
 // the connection is still the caller's.
 func edgeErr(err error, closed closedFunc) error {
@@ -26,7 +28,8 @@ func edgeErr(err error, closed closedFunc) error {
 	var pe *pgconn.PgError
 	var ne net.Error
 	lost := errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		(errors.As(err, &pe) && (pe.Code == codeAdminShutdown || pe.Code == codeCrashShutdown))
+		errors.Is(err, pgconn.ErrConnClosed) ||
+		(errors.As(err, &pe) && (pe.Code == codeAdminShutdown || pe.Code == codeCrashShutdown || pe.Code == codeCannotConnectNow))
 	if lost || (closed != nil && closed()) {
 		return fmt.Errorf("%w: %w", ErrConnLost, err)
 	}

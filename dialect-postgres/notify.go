@@ -108,7 +108,7 @@ func (l *listener) add(ctx context.Context, oid uint32, group string, wake func(
 		if err == nil {
 			err = errors.New("the listener stopped before it was listening")
 		}
-		return nil, fmt.Errorf("postgres: LISTEN: %w", err)
+		return nil, fmt.Errorf("postgres: LISTEN: %w", edgeErr(err, nil))
 	case <-ctx.Done():
 		remove()
 		return nil, ctx.Err()
