@@ -165,7 +165,7 @@ func (db *DB) Queue() sqlqueue.DB { return db.adapter }
 func (db *DB) Start(ctx context.Context) error {
 	v, err := ServerVersion(ctx, db.pool)
 	if err != nil {
-		return fmt.Errorf("postgres: %w", edgeErr(err, nil))
+		return fmt.Errorf("postgres: %w", err) // a server not reached at start: not a lost connection
 	}
 	return checkVersion(v)
 }
