@@ -38,6 +38,6 @@ func TestConformance(t *testing.T) {
 		v := clock.NewVirtual(coretest.Epoch)
 		b := coretest.NewBroker(v, nil)
 		t.Cleanup(func() { b.Close() })
-		return transporttest.Env{Backend: memBackend{b}, Clock: v, Virtual: v}
+		return transporttest.Env{Backend: memBackend{b}, Clock: v, Virtual: v, LeakCheck: leakCheck}
 	})
 }

@@ -16,6 +16,7 @@ type payout struct{ ID string }
 // Advance past the delay, wait again.
 func TestHarnessExample(t *testing.T) {
 	h := coretest.New(t)
+	h.LeakCheck = leakCheck // after Stop, no goroutine of the App is left running
 	coretest.Subscribe(h, "payouts", func(ctx context.Context, m *core.Message[payout]) error {
 		if m.Attempt() < 3 {
 			return core.RetryAfter(30 * time.Second)

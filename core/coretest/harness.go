@@ -35,9 +35,13 @@ type Harness struct {
 	App    *core.App
 	Logs   *Logs
 	*Recorder
+	// LeakCheck, when set before Start, checks after Stop that the App left no goroutines
+	// running (see LeakCheck).
+	LeakCheck LeakCheck
 
 	cancel context.CancelFunc
 	done   chan error
+	leaks  func()
 }
 
 // New returns a Harness; opts are added to the App's options (after the harness's own clock,
@@ -66,6 +70,7 @@ func Subscribe[T any](h *Harness, queue string, handler core.Handler[T], opts ..
 // Start runs the App in the background; the test's cleanup stops it.
 func (h *Harness) Start() {
 	h.T.Helper()
+	h.leaks = h.LeakCheck.Check(h.T)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.done = make(chan error, 1)
@@ -92,6 +97,7 @@ func (h *Harness) Stop() {
 		if err != nil {
 			h.T.Errorf("App.Run: %v", err)
 		}
+		h.leaks()
 	case <-time.After(WaitTimeout):
 		h.T.Errorf("App.Run did not return within %v of stopping", WaitTimeout)
 	}

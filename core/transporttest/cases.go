@@ -31,7 +31,7 @@ var cases = []testCase{
 	}},
 	{"Drop", func(t *testing.T, env Env) {
 		a := start(t, env, func(context.Context, *core.Message[string]) error { return core.Drop() }, time.Second,
-			raw, core.DeadLetterAfter(3, "work.dead"))
+			raw, core.DeadLetterAfter(3, deadLetter(env, "work.dead")))
 		publish(t, env, "work", "m1", nil)
 		expectActions(t, a.rec.WaitSettled(1), core.ActDrop)
 		a.stop()
@@ -90,7 +90,7 @@ var cases = []testCase{
 	}},
 	{"CapMovesToDeadLetterWithFinalCount", func(t *testing.T, env Env) {
 		a := start(t, env, func(context.Context, *core.Message[string]) error { return core.Retry() }, time.Second,
-			raw, core.DeadLetterAfter(3, "work.dead"))
+			raw, core.DeadLetterAfter(3, deadLetter(env, "work.dead")))
 		publish(t, env, "work", "m1", nil)
 		s := a.rec.WaitSettled(3)
 		expectActions(t, s, core.ActRetry, core.ActRetry, core.ActDeadLetter)
@@ -99,33 +99,33 @@ var cases = []testCase{
 		if len(dead) != 1 || string(dead[0].Body) != "m1" || dead[0].Count != 3 {
 			t.Fatalf("dead letter %+v, want m1 with count 3", dead)
 		}
-		expectReason(t, env, dead[0], 3, "retry at attempt 3 of 3")
 		if m := drain(t, env, "work"); len(m) != 0 {
 			t.Fatalf("queue still holds %d messages", len(m))
 		}
 		if n := len(a.rec.Settlements()); n != 3 {
 			t.Fatalf("%d deliveries, want exactly 3", n)
 		}
+		expectReason(t, env, dead[0], 3, "retry at attempt 3 of 3")
 	}},
 	{"DeadLetterAfterOne", func(t *testing.T, env Env) {
 		a := start(t, env, func(context.Context, *core.Message[string]) error { return core.Retry() }, time.Second,
-			raw, core.DeadLetterAfter(1, "work.dead"))
+			raw, core.DeadLetterAfter(1, deadLetter(env, "work.dead")))
 		publish(t, env, "work", "m1", nil)
 		a.rec.WaitSettled(1)
 		dead := drainAtLeast(t, env, "work.dead", 1)
 		if len(dead) != 1 || dead[0].Count != 1 {
 			t.Fatalf("dead letter %+v, want one with count 1", dead)
 		}
-		expectReason(t, env, dead[0], 1, "retry at attempt 1 of 1")
 		a.stop()
 		if n := len(a.rec.Settlements()); n != 1 {
 			t.Fatalf("%d deliveries, want 1", n)
 		}
+		expectReason(t, env, dead[0], 1, "retry at attempt 1 of 1")
 	}},
 	{"CapStopsDelayedLoop", func(t *testing.T, env Env) {
 		d := delay(env)
 		a := start(t, env, func(context.Context, *core.Message[string]) error { return core.RetryAfter(d) }, time.Second,
-			raw, core.DeadLetterAfter(2, "work.dead"))
+			raw, core.DeadLetterAfter(2, deadLetter(env, "work.dead")))
 		publish(t, env, "work", "m1", nil)
 		a.rec.WaitSettled(1)
 		advance(env, d)
@@ -151,7 +151,7 @@ var cases = []testCase{
 				entered <- m.Attempt()
 				<-ctx.Done()
 				return ctx.Err()
-			}, shutdown, raw, core.DeadLetterAfter(cap, "work.dead"))
+			}, shutdown, raw, core.DeadLetterAfter(cap, deadLetter(env, "work.dead")))
 			if i == 1 {
 				publish(t, env, "work", "m1", nil) // once the first App has declared the queue
 			}
@@ -165,7 +165,7 @@ var cases = []testCase{
 		b := start(t, env, func(_ context.Context, m *core.Message[string]) error {
 			called <- m.Attempt()
 			return nil
-		}, time.Second, raw, core.DeadLetterAfter(cap, "work.dead"))
+		}, time.Second, raw, core.DeadLetterAfter(cap, deadLetter(env, "work.dead")))
 		s := b.rec.WaitSettled(1)
 		expectActions(t, s, core.ActDeadLetter)
 		if got := s[0].Delivery.Attempt(); got != cap+1 {
@@ -186,7 +186,7 @@ var cases = []testCase{
 	{"UndecodableGoesToDeadLetter", func(t *testing.T, env Env) {
 		type refund struct{ ID string }
 		a := start(t, env, func(context.Context, *core.Message[refund]) error { return nil }, time.Second,
-			core.DeadLetterAfter(5, "work.dead"))
+			core.DeadLetterAfter(5, deadLetter(env, "work.dead")))
 		publish(t, env, "work", "{not json", nil)
 		s := a.rec.WaitSettled(1)
 		expectActions(t, s, core.ActDeadLetter)
@@ -207,7 +207,7 @@ var cases = []testCase{
 				return core.Retry()
 			}
 			return nil
-		}, time.Second, raw, core.DeadLetterAfter(5, "work.dead"))
+		}, time.Second, raw, core.DeadLetterAfter(5, deadLetter(env, "work.dead")))
 		publish(t, env, "work", "m1", map[string]string{"tenant": "acme", "trace": "t-1"})
 		a.rec.WaitSettled(2)
 		<-seen
@@ -272,7 +272,7 @@ var cases = []testCase{
 				return core.Retry()
 			}
 			return nil
-		}, time.Second, raw, core.Workers(4), core.DeadLetterAfter(3, "work.dead"))
+		}, time.Second, raw, core.Workers(4), core.DeadLetterAfter(3, deadLetter(env, "work.dead")))
 		want := map[string]bool{}
 		for i := range total {
 			body := "m" + string(rune('a'+i))

@@ -32,6 +32,7 @@ func logger(t *testing.T) *slog.Logger {
 func start[T any](t *testing.T, env Env, h core.Handler[T], shutdown time.Duration, opts ...core.Option) *app {
 	t.Helper()
 	rec := coretest.NewRecorder(t)
+	leaks := env.LeakCheck.Check(t)
 	a := core.New(core.WithClock(env.Clock), core.WithLogger(logger(t)), core.WithoutSignals(),
 		core.WithObserver(rec.Observe), core.WithShutdownTimeout(shutdown))
 	env.Backend.Register(a)
@@ -61,6 +62,7 @@ func start[T any](t *testing.T, env Env, h core.Handler[T], shutdown time.Durati
 			if err != nil {
 				t.Errorf("App.Run: %v", err)
 			}
+			leaks()
 		case <-time.After(coretest.WaitTimeout + shutdown):
 			t.Errorf("App.Run did not return after stop")
 		}
@@ -168,12 +170,24 @@ func stopAbandoning(t *testing.T, env Env, a *app, shutdown time.Duration) {
 	<-stopped
 }
 
+// deadLetter returns the destination to give core.DeadLetterAfter for the logical queue name.
+func deadLetter(env Env, queue string) string {
+	if n, ok := env.Backend.(DeadLetterNamer); ok {
+		return n.DeadLetterName(queue)
+	}
+	return queue
+}
+
 // expectReason checks that a dead letter says why it died: its count, its origin, when, and
-// the last failure (which contains reason).
+// the last failure (which contains reason). Cases call it last: a backend that does not record
+// reasons yet (Features.NoReasonYet) skips here, once everything else has been checked.
 func expectReason(t *testing.T, env Env, m Message, count int, reason string) {
 	t.Helper()
 	if env.Features.NoHeaders {
 		return
+	}
+	if env.Features.NoReasonYet != "" {
+		t.Skipf("dead letter's count and body checked; its reason (%s) is not: %s", core.HeaderError, env.Features.NoReasonYet)
 	}
 	info, ok, err := core.ParseDeadLetterInfo(m.Headers)
 	switch {

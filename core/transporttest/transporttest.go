@@ -1,7 +1,8 @@
 // Package transporttest is the conformance suite every settle backend runs from its own tests:
 // for each outcome, what the backend holds afterwards, read back through the backend itself.
-// The in-memory backend of coretest, RabbitMQ (real and in-process) and the SQL dialects call
-// Run with a factory of fresh, isolated environments; Features says what a backend does
+// The in-memory backend of coretest, RabbitMQ (real and in-process), NATS JetStream and the SQL
+// dialects (through sqlqueuetest.RunTransport, for every claim form) call Run with a factory of
+// fresh, isolated environments; Features says what a backend does
 // differently, and the cases adapt or skip accordingly (Watermill's pubsub/tests is the model).
 package transporttest
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/coretest"
 )
 
 // Features says how a backend differs from the runtime-counted default.
@@ -24,6 +26,10 @@ type Features struct {
 	// reaches the cap. Backends that count only settled attempts (a classic queue's copies, the
 	// in-memory queue) skip the case that proves it.
 	CountsAtTake bool
+	// NoReasonYet, when not empty, says why the backend does not yet record why a dead letter
+	// died (name the open issue). The cases that check a dead letter's reason check its count
+	// and everything else first, then skip with this text instead of checking the reason.
+	NoReasonYet string
 }
 
 // Message is a message as a queue holds it, read back through the backend.
@@ -52,6 +58,14 @@ type Backend interface {
 	Drain(ctx context.Context, queue string, atLeast int) ([]Message, error)
 }
 
+// DeadLetterNamer is implemented by a backend whose dead-letter destination is not spelled as
+// its logical queue name (a SQL table without a group column dead-letters to another table, and
+// a dot in "work.dead" would read as a schema): the cases give core.DeadLetterAfter
+// DeadLetterName("work.dead") and still Drain the logical name.
+type DeadLetterNamer interface {
+	DeadLetterName(queue string) string
+}
+
 // Env is one fresh environment: a backend and the clock the Apps run on.
 type Env struct {
 	Backend  Backend
@@ -60,6 +74,10 @@ type Env struct {
 	// real time. On real time the suite uses short delays and measures wall time.
 	Clock   clock.Clock
 	Virtual *clock.Virtual
+	// LeakCheck, when set, is started before every App a case runs and checked once it has
+	// stopped: an App must leave no goroutines behind (see coretest.LeakCheck). Cases run one
+	// at a time, so the check sees only the App's own goroutines and the backend's.
+	LeakCheck coretest.LeakCheck
 }
 
 // Factory returns a fresh environment for one test; it registers its own cleanup with t.

@@ -61,6 +61,10 @@ type Fixture struct {
 	// TimeEqual compares a stored time with the time the engine wrote (default: equal to the
 	// microsecond).
 	TimeEqual func(stored, want time.Time) bool
+	// LeakCheck, when set, checks that the suite leaves no goroutines running: Run checks
+	// around each group of cases (they run in parallel, so the check waits until the whole
+	// group and its fixtures' cleanups are done), RunTransport after every App it stops.
+	LeakCheck coretest.LeakCheck
 }
 
 // Open returns a fresh Fixture for one test; it registers its own cleanup.
@@ -71,10 +75,16 @@ var Epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // Run runs the whole suite.
 func Run(t *testing.T, open Open) {
-	t.Run("Outcomes", func(t *testing.T) { RunOutcomes(t, open) })
-	t.Run("Lease", func(t *testing.T) { RunLease(t, open) })
-	t.Run("Behaviour", func(t *testing.T) { RunBehaviour(t, open) })
-	t.Run("BadInput", func(t *testing.T) { RunBadInput(t, open) })
+	leaks := open(t).LeakCheck // a fixture of its own, open (and ignored) across the groups
+	for _, g := range []struct {
+		name string
+		run  func(*testing.T, Open)
+	}{{"Outcomes", RunOutcomes}, {"Lease", RunLease}, {"Behaviour", RunBehaviour}, {"BadInput", RunBadInput}} {
+		check := leaks.Check(t)
+		if t.Run(g.name, func(t *testing.T) { g.run(t, open) }) {
+			check() // a failed group may leave goroutines behind; its failure says enough
+		}
+	}
 }
 
 type form struct {
