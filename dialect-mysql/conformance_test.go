@@ -35,10 +35,11 @@ func fixture(s testServer, flavour Flavour) sqlqueuetest.Open {
 				err := pool.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+quote(table)).Scan(&n)
 				return n, err
 			},
-			Rows:     func(ctx context.Context, t sqlqueue.Table) ([]sqlqueuetest.Row, error) { return readRows(ctx, pool, t) },
-			Lease:    func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Lease(db, t, g) },
-			RowLock:  func(t sqlqueue.Table, g string) (core.Endpoint, error) { return RowLock(db, t, g) },
-			Advisory: func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Advisory(db, t, g) },
+			Rows:      func(ctx context.Context, t sqlqueue.Table) ([]sqlqueuetest.Row, error) { return readRows(ctx, pool, t) },
+			Lease:     func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Lease(db, t, g) },
+			RowLock:   func(t sqlqueue.Table, g string) (core.Endpoint, error) { return RowLock(db, t, g) },
+			Advisory:  func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Advisory(db, t, g) },
+			LeakCheck: leakCheck,
 		}
 	}
 }

@@ -7,6 +7,9 @@ require (
 	github.com/settlehq/settle/core v0.0.0
 )
 
-require filippo.io/edwards25519 v1.2.0 // indirect
+require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+)
 
 replace github.com/settlehq/settle/core => ../core

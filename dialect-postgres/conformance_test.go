@@ -52,9 +52,10 @@ func fixtureWith(t *testing.T, opts ...postgres.Option) *sqlqueuetest.Fixture {
 		Rows: func(ctx context.Context, tb sqlqueue.Table) ([]sqlqueuetest.Row, error) {
 			return readRows(ctx, e, tb)
 		},
-		Lease:    func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.Lease(e.db, tb, g) },
-		RowLock:  func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.RowLock(e.db, tb, g) },
-		Advisory: func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.Advisory(e.db, tb, g) },
+		Lease:     func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.Lease(e.db, tb, g) },
+		RowLock:   func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.RowLock(e.db, tb, g) },
+		Advisory:  func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.Advisory(e.db, tb, g) },
+		LeakCheck: leakCheck,
 	}
 }
 

@@ -44,8 +44,9 @@ func openFixture(t *testing.T) *sqlqueuetest.Fixture {
 		Rows: func(ctx context.Context, t sqlqueue.Table) ([]sqlqueuetest.Row, error) {
 			return readRows(ctx, db.Pool(), t)
 		},
-		Lease:    func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Lease(db, t, g) },
-		Advisory: func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Advisory(db, t, g) },
+		Lease:     func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Lease(db, t, g) },
+		Advisory:  func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Advisory(db, t, g) },
+		LeakCheck: leakCheck,
 		RowLock: func(t sqlqueue.Table, g string) (core.Endpoint, error) {
 			return sqlqueue.NewRowLock(rowLockForTest{db.Dialect()}, db.Queue(), t, g)
 		},

@@ -7,4 +7,6 @@ require (
 	github.com/settlehq/settle/core v0.0.0
 )
 
+require go.uber.org/goleak v1.3.0
+
 replace github.com/settlehq/settle/core => ../core
