@@ -13,9 +13,9 @@ require (
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
-	github.com/settlehq/settle/core v0.0.0
-	github.com/settlehq/settle/dialect-mysql v0.0.0
-	github.com/settlehq/settle/dialect-postgres v0.0.0
+	github.com/settlehq/settle/core v0.1.0
+	github.com/settlehq/settle/dialect-mysql v0.1.0
+	github.com/settlehq/settle/dialect-postgres v0.1.0
 )
 
 require (
@@ -41,8 +41,8 @@ require (
 	github.com/riverqueue/river/riverdriver v0.51.2 // indirect
 	github.com/riverqueue/river/rivershared v0.51.2 // indirect
 	github.com/riverqueue/river/rivertype v0.51.2 // indirect
-	github.com/settlehq/settle/transport-amqp v0.0.0
-	github.com/settlehq/settle/transport-nats v0.0.0
+	github.com/settlehq/settle/transport-amqp v0.1.0
+	github.com/settlehq/settle/transport-nats v0.1.0
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.2.0 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect

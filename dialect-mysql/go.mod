@@ -1,10 +1,10 @@
 module github.com/settlehq/settle/dialect-mysql
 
-go 1.26
+go 1.25.0
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1
-	github.com/settlehq/settle/core v0.0.0
+	github.com/settlehq/settle/core v0.1.0
 )
 
 require (

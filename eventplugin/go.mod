@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.8.0
-	github.com/settlehq/settle/core v0.0.0
+	github.com/settlehq/settle/core v0.1.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -23,9 +23,9 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect
 	github.com/oklog/run v1.1.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sync v0.23.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
 
@@ -33,15 +33,15 @@ replace github.com/settlehq/settle/core => ../core
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/settlehq/settle/dialect-postgres v0.0.0
+	github.com/settlehq/settle/dialect-postgres v0.1.0
 )
 
 replace github.com/settlehq/settle/dialect-postgres => ../dialect-postgres
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1
-	github.com/settlehq/settle/dialect-mysql v0.0.0
-	github.com/settlehq/settle/dialect-sqlite v0.0.0
+	github.com/settlehq/settle/dialect-mysql v0.1.0
+	github.com/settlehq/settle/dialect-sqlite v0.1.0
 )
 
 replace (

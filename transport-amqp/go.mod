@@ -1,9 +1,9 @@
 module github.com/settlehq/settle/transport-amqp
 
-go 1.26
+go 1.25.0
 
 require github.com/rabbitmq/amqp091-go v1.16.0
 
-require github.com/settlehq/settle/core v0.0.0
+require github.com/settlehq/settle/core v0.1.0
 
 replace github.com/settlehq/settle/core => ../core

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
-	github.com/settlehq/settle/core v0.0.0
+	github.com/settlehq/settle/core v0.1.0
 )
 
 require (
