@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# ci/consumer.sh [VERSION]: proves that a user can install settle. It builds a file-system module
+# proxy from the tree (tracked and untracked files, .gitignore respected) with every module of
+# go.work at VERSION (default: the version the modules require each other at, which ci/release.sh
+# sets), then, for each program in ci/consumer/, in a fresh module outside the workspace
+# (GOWORK=off, a module cache of its own, GOPROXY = that proxy, then this machine's module cache
+# and normal proxy for third-party modules, GONOSUMDB for settle's path):
+#   - go gets the one settle module the program needs (dialect-sqlite; transport-amqp),
+#   - builds and runs it: it publishes a message, acknowledges it and checks what the backend holds
+#     (SQLite in a temporary file; the real RabbitMQ at SETTLE_TEST_AMQP_URL),
+#   - fails if any settle module resolves to a version other than VERSION, through a replace, or
+#     to a version the proxy does not hold (the v0.0.0 that no tag backs).
+# Under SETTLE_REQUIRE_SERVERS=1 an unreachable RabbitMQ fails the run; otherwise its program is
+# skipped with the address tried. Everything is made under one temporary folder, removed at exit,
+# except the consumers' module cache: it is kept (in $XDG_CACHE_HOME or ~/.cache, settle's own
+# modules removed from it before and after each run, so none is ever stale) because its path is
+# part of the build cache's key for cgo packages: a new path each run would compile go-sqlite3's
+# C code every time (minutes on two cores) instead of once.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+prefix=github.com/settlehq/settle
+amqp_url=${SETTLE_TEST_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/}
+
+mapfile -t dirs < <(go list -m -f '{{.Dir}}')
+[ ${#dirs[@]} -gt 0 ] || { echo "consumer: no modules in go.work" >&2; exit 1; }
+
+# The version the modules require each other at; every such requirement must agree.
+mapfile -t versions < <(for d in "${dirs[@]}"; do
+	(cd "$d" && go mod edit -json | jq -r --arg p "$prefix/" '.Require[]? | select(.Path | startswith($p)) | .Version')
+done | sort -u)
+version=${1:-${versions[0]:-}}
+if [ ${#versions[@]} -ne 1 ] || [ "${versions[0]}" != "$version" ]; then
+	echo "consumer: the modules require their siblings at ${versions[*]:-nothing}, not at ${version:-a version}: run ci/release.sh $version" >&2
+	exit 1
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/settle-consumer.XXXXXX")
+modcache=${XDG_CACHE_HOME:-$HOME/.cache}/settle/consumer-modcache
+forget_settle() { # the module cache is read-only
+	local d
+	for d in "$modcache/$prefix" "$modcache/cache/download/$prefix"; do
+		[ -e "$d" ] && chmod -R u+w "$d" && rm -rf "$d"
+	done
+	return 0
+}
+cleanup() {
+	rm -rf "$work"
+	forget_settle
+}
+trap cleanup EXIT
+mkdir -p "$modcache"
+forget_settle
+
+# The tree as it would be tagged: tracked and untracked files, without what .gitignore excludes.
+mkdir -p "$work/src"
+git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$work/src"
+rel=()
+for d in "${dirs[@]}"; do rel+=("$work/src/${d#"$root/"}"); done
+
+started=$(date +%s)
+(cd ci/modproxy && GOWORK=off go build -o "$work/modproxy" .)
+"$work/modproxy" -version "$version" -time "$(git log -1 --format=%cI 2>/dev/null || date -u +%FT%TZ)" -out "$work/proxy" "${rel[@]}" >/dev/null
+echo "consumer: proxy of ${#dirs[@]} modules at $version in $work/proxy"
+
+normal_proxy=$(go env GOPROXY)
+cache=$(go env GOMODCACHE)
+consumer_env=(
+	GOWORK=off
+	GOFLAGS=-mod=mod
+	GOMODCACHE="$modcache"
+	GOPROXY="file://$work/proxy,file://$cache/cache/download,$normal_proxy"
+	GONOSUMDB="$prefix"
+	GOPRIVATE=
+	GONOPROXY=
+	GOTOOLCHAIN=local
+)
+
+# consume NAME MODULE ARG: builds ci/consumer/NAME against MODULE@version and runs it with ARG.
+consume() {
+	local name=$1 module=$2 arg=$3 dir="$work/$1"
+	mkdir -p "$dir"
+	cp "ci/consumer/$name/main.go" "$dir/"
+	(
+		cd "$dir"
+		export "${consumer_env[@]}"
+		go mod init example.com/consumer-"$name" >/dev/null 2>&1
+		go get "$prefix/$module@$version" >"$dir/get.log" 2>&1 || { cat "$dir/get.log"; exit 1; }
+		go mod tidy >"$dir/tidy.log" 2>&1 || { cat "$dir/tidy.log"; exit 1; }
+		go build -o "$dir/app" . || exit 1
+		bad=0
+		while read -r path ver repl; do
+			if [ "$ver" != "$version" ] || [ -n "$repl" ]; then
+				echo "consumer: $name resolves $path to $ver${repl:+ (replaced by $repl)}, want $version" >&2
+				bad=1
+			elif [ ! -f "$work/proxy/$path/@v/$version.zip" ]; then
+				echo "consumer: $name resolves $path@$ver, which the proxy does not hold" >&2
+				bad=1
+			fi
+		done < <(go list -m -f '{{if not .Main}}{{.Path}} {{.Version}} {{with .Replace}}{{.Path}}{{end}}{{end}}' all | grep "^$prefix/")
+		[ "$bad" -eq 0 ] || exit 1
+		echo "consumer: $name: $(go list -m -f '{{if not .Main}}{{.Path}}@{{.Version}}{{end}}' all | grep "^$prefix/" | sed "s|^$prefix/||" | tr '\n' ' ')"
+		"$dir/app" "$arg"
+	)
+}
+
+consume sqlite dialect-sqlite "$work/sqlite/queue.db"
+
+if (exec 3<>"/dev/tcp/$(sed -E 's|^[a-z]+://([^@]*@)?([^:/]+).*|\2|' <<<"$amqp_url")/$(sed -E 's|^[a-z]+://([^@]*@)?[^:/]+:?([0-9]*).*|\2|' <<<"$amqp_url" | sed 's/^$/5672/')") 2>/dev/null; then
+	consume amqp transport-amqp "$amqp_url"
+elif [ "${SETTLE_REQUIRE_SERVERS:-}" = 1 ]; then
+	echo "consumer: RabbitMQ at $amqp_url is required (SETTLE_REQUIRE_SERVERS=1) but unreachable" >&2
+	exit 1
+else
+	echo "consumer: skipped the amqp program: RabbitMQ at $amqp_url unreachable (set SETTLE_TEST_AMQP_URL)"
+fi
+echo "consumer: ok in $(($(date +%s) - started))s"
