@@ -8,13 +8,13 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/nats-io/nats.go v1.55.0
 	github.com/rabbitmq/amqp091-go v1.16.0
-	github.com/settlehq/settle/core v0.0.0
-	github.com/settlehq/settle/dialect-mysql v0.0.0
-	github.com/settlehq/settle/dialect-postgres v0.0.0
-	github.com/settlehq/settle/dialect-sqlite v0.0.0
-	github.com/settlehq/settle/eventplugin v0.0.0
-	github.com/settlehq/settle/transport-amqp v0.0.0
-	github.com/settlehq/settle/transport-nats v0.0.0
+	github.com/settlehq/settle/core v0.1.0
+	github.com/settlehq/settle/dialect-mysql v0.1.0
+	github.com/settlehq/settle/dialect-postgres v0.1.0
+	github.com/settlehq/settle/dialect-sqlite v0.1.0
+	github.com/settlehq/settle/eventplugin v0.1.0
+	github.com/settlehq/settle/transport-amqp v0.1.0
+	github.com/settlehq/settle/transport-nats v0.1.0
 )
 
 require (
