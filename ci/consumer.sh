@@ -15,7 +15,8 @@
 # except the consumers' module cache: it is kept (in $XDG_CACHE_HOME or ~/.cache, settle's own
 # modules removed from it before and after each run, so none is ever stale) because its path is
 # part of the build cache's key for cgo packages: a new path each run would compile go-sqlite3's
-# C code every time (minutes on two cores) instead of once.
+# C code every time (minutes on two cores) instead of once. Its module index is off
+# (GODEBUG=goindex=0): the index assumes a path@version never changes, and settle's do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -30,8 +31,11 @@ mapfile -t versions < <(for d in "${dirs[@]}"; do
 	(cd "$d" && go mod edit -json | jq -r --arg p "$prefix/" '.Require[]? | select(.Path | startswith($p)) | .Version')
 done | sort -u)
 version=${1:-${versions[0]:-}}
-if [ ${#versions[@]} -ne 1 ] || [ "${versions[0]}" != "$version" ]; then
-	echo "consumer: the modules require their siblings at ${versions[*]:-nothing}, not at ${version:-a version}: run ci/release.sh $version" >&2
+if [ ${#versions[@]} -ne 1 ]; then
+	echo "consumer: the modules require their siblings at ${#versions[@]} versions (${versions[*]}), not at one: run ci/release.sh VERSION" >&2
+	exit 1
+elif [ "${versions[0]}" != "$version" ]; then
+	echo "consumer: the modules require their siblings at ${versions[0]}, not at $version: run ci/release.sh $version" >&2
 	exit 1
 fi
 
@@ -74,6 +78,9 @@ consumer_env=(
 	GOPRIVATE=
 	GONOPROXY=
 	GOTOOLCHAIN=local
+	# The go command indexes a module cache folder once per path@version, as if it never
+	# changed; here it does (settle's modules are rewritten at the same version every run).
+	GODEBUG=goindex=0
 )
 
 # consume NAME MODULE ARG: builds ci/consumer/NAME against MODULE@version and runs it with ARG.
