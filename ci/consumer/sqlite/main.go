@@ -30,7 +30,7 @@ func main() {
 func run(path string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := sqlite.Open(path)
+	db, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func run(path string) error {
 		return fmt.Errorf("no message handled within the deadline: %w", ctx.Err())
 	}
 	var processed int
-	if err := db.SQL().QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE processed_at IS NOT NULL`).Scan(&processed); err != nil {
+	if err := db.Pool().QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs WHERE processed_at IS NOT NULL`).Scan(&processed); err != nil {
 		return err
 	}
 	if got.To != "ada@example.com" || processed != 1 {
