@@ -276,9 +276,9 @@ func (l *ledger) waitFinished(t *testing.T, queue string, n int, d time.Duration
 
 // trialRow is one line of a trial's table.
 type trialRow struct {
-	Kind                                   string
+	Kind                                    string
 	Messages, Acked, DeadLetters, WithCount int
-	Duplicates, DeadByRestarts, Lost       int
+	Duplicates, DeadByRestarts, Lost        int
 }
 
 // check reads the dead-letter queue and what is left with a bare client and compares them with

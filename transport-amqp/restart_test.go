@@ -103,4 +103,3 @@ func TestBrokerRestartLosesNothing(t *testing.T) {
 		t.Log(row.String())
 	}
 }
-

@@ -101,14 +101,11 @@ func (t *topology) ensure(b *Broker, declare bool) error {
 	if err := reopen(); err != nil {
 		return err
 	}
-	// The dead letter of a quorum queue is a quorum queue too: replicated like its source, it
-	// stays available when a node of a cluster goes down.
-	var args amqp091.Table
-	if c.quorum {
-		args = amqp091.Table{"x-queue-type": "quorum"}
-	}
-	if _, err := ch.QueueDeclare(t.dest, true, false, false, false, args); err != nil {
-		return fmt.Errorf("dead-letter queue of core.DeadLetterAfter: %w", topologyErr("queue", t.dest, args, err))
+	// A missing dead letter is declared a durable classic queue, which any subscription can
+	// mount; in a cluster, declare it a quorum queue beforehand so that it stays available when
+	// its node goes down (settle only checks that an existing one exists).
+	if _, err := ch.QueueDeclare(t.dest, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("dead-letter queue of core.DeadLetterAfter: %w", topologyErr("queue", t.dest, nil, err))
 	}
 	return nil
 }
