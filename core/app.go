@@ -26,6 +26,7 @@ type App struct {
 	signals         bool
 	observers       []Observer
 	events          []EventObserver
+	propagator      Propagator
 
 	ready chan struct{} // closed once Run has opened every subscription
 
@@ -160,6 +161,9 @@ func (a *App) Run(ctx context.Context) error {
 		var stop context.CancelFunc
 		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
+	}
+	if a.propagator != nil {
+		ctx = ContextWithPropagator(ctx, a.propagator)
 	}
 
 	var started []Backend

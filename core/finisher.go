@@ -57,6 +57,8 @@ type Endpoint interface {
 type Subscription struct {
 	// Name is the subscription's unique name in its App.
 	Name string
+	// Queue is the endpoint's queue.
+	Queue string
 	// Options are the subscription's mount options, validated.
 	Options *Options
 	// Logger is the App's logger with the subscription and queue attached.

@@ -42,7 +42,7 @@ type failure struct {
 func (s *subscription) open(ctx context.Context, a *App) error {
 	s.app = a
 	log := a.logger.With("subscription", s.name, "queue", s.queue)
-	s.info = Subscription{Name: s.name, Options: s.opts, Logger: log, Clock: a.clock, Report: s.report}
+	s.info = Subscription{Name: s.name, Queue: s.queue, Options: s.opts, Logger: log, Clock: a.clock, Report: s.report}
 	src, fin, err := s.ep.Open(ctx, s.info)
 	if err != nil {
 		return err
@@ -87,6 +87,7 @@ func (s *subscription) closeSource() {
 // Next is still called only when a worker is free to take the delivery.
 func (s *subscription) run(pullCtx, workCtx context.Context) {
 	defer s.running.Store(false)
+	workCtx = context.WithValue(workCtx, subscriptionKey{}, &s.info) // for SubscriptionFrom
 	var pull sync.Mutex
 	backoff := time.Duration(0) // guarded by pull
 	// alone isolates suspect deliveries: a worker holds it shared while it handles a delivery,

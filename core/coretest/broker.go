@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
@@ -36,6 +37,8 @@ type Stored struct {
 	// Attempt is the attempt the message will be delivered as (1 when fresh); in a dead-letter
 	// queue, the attempt it was last delivered with: the final count.
 	Attempt int
+	// EnqueuedAt is when Publish enqueued it, on the broker's clock; copies keep it.
+	EnqueuedAt time.Time
 }
 
 type memQueue struct {
@@ -77,7 +80,7 @@ func (b *Broker) push(name string, m *Stored, head bool) {
 // Publish enqueues a fresh message (attempt 1) and returns its id.
 func (b *Broker) Publish(queue string, body []byte, headers map[string]string) string {
 	id := strconv.FormatInt(b.nextID.Add(1), 10)
-	b.push(queue, &Stored{ID: id, Body: body, Headers: maps.Clone(headers), Attempt: 1}, false)
+	b.push(queue, &Stored{ID: id, Body: body, Headers: maps.Clone(headers), Attempt: 1, EnqueuedAt: b.clock.Now()}, false)
 	return id
 }
 
@@ -162,6 +165,12 @@ func (d *delivery) ID() string                 { return d.m.ID }
 func (d *delivery) Attempt() int               { return d.m.Attempt }
 func (d *delivery) Body() []byte               { return d.m.Body }
 func (d *delivery) Headers() map[string]string { return maps.Clone(d.m.Headers) }
+
+// EnqueuedAt is when the message was published (core.Enqueued).
+func (d *delivery) EnqueuedAt() (time.Time, bool) { return d.m.EnqueuedAt, !d.m.EnqueuedAt.IsZero() }
+
+// MessagingSystem names the in-memory broker (core.MessagingSystem).
+func (d *delivery) MessagingSystem() string { return "memory" }
 
 type source struct{ e *endpoint }
 
