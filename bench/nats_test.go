@@ -238,6 +238,7 @@ func BenchmarkNATS(b *testing.B) {
 					subject := strings.ReplaceAll(stream, "_", ".")
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 					if err := seedNATS(ctx, js, stream, subject, c.ack, n); err != nil {
+						_ = js.DeleteStream(context.Background(), stream)
 						cancel()
 						b.Fatalf("seed %s: %v", stream, err)
 					}
