@@ -179,15 +179,11 @@ func deadLetter(env Env, queue string) string {
 }
 
 // expectReason checks that a dead letter says why it died: its count, its origin, when, and
-// the last failure (which contains reason). Cases call it last: a backend that does not record
-// reasons yet (Features.NoReasonYet) skips here, once everything else has been checked.
+// the last failure (which contains reason).
 func expectReason(t *testing.T, env Env, m Message, count int, reason string) {
 	t.Helper()
 	if env.Features.NoHeaders {
 		return
-	}
-	if env.Features.NoReasonYet != "" {
-		t.Skipf("dead letter's count and body checked; its reason (%s) is not: %s", core.HeaderError, env.Features.NoReasonYet)
 	}
 	info, ok, err := core.ParseDeadLetterInfo(m.Headers)
 	switch {

@@ -26,10 +26,6 @@ type Features struct {
 	// reaches the cap. Backends that count only settled attempts (a classic queue's copies, the
 	// in-memory queue) skip the case that proves it.
 	CountsAtTake bool
-	// NoReasonYet, when not empty, says why the backend does not yet record why a dead letter
-	// died (name the open issue). The cases that check a dead letter's reason check its count
-	// and everything else first, then skip with this text instead of checking the reason.
-	NoReasonYet string
 }
 
 // Message is a message as a queue holds it, read back through the backend.

@@ -74,10 +74,7 @@ func TransportEnv(t *testing.T, f *Fixture, form sqlqueue.Form, grouped bool) tr
 		Backend: b,
 		// The lease and advisory forms count the attempt when they take a row; the row-lock
 		// form counts it in the statement that settles the row.
-		Features: transporttest.Features{
-			CountsAtTake: form != sqlqueue.FormRowLock,
-			NoReasonYet:  "the SQL engine does not write the settle-* dead-letter headers to a dead row yet (issue 17 item 1)",
-		},
+		Features:  transporttest.Features{CountsAtTake: form != sqlqueue.FormRowLock},
 		Clock:     clock.Real(),
 		LeakCheck: f.LeakCheck,
 	}
