@@ -39,6 +39,13 @@ elif [ "${versions[0]}" != "$version" ]; then
 	exit 1
 fi
 
+for d in "${dirs[@]}"; do
+	cmp -s LICENSE "$d/LICENSE" || {
+		echo "consumer: ${d#"$root/"}/LICENSE is missing or differs from LICENSE (a module's zip holds only its folder): cp LICENSE ${d#"$root/"}/" >&2
+		exit 1
+	}
+done
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/settle-consumer.XXXXXX")
 modcache=${XDG_CACHE_HOME:-$HOME/.cache}/settle/consumer-modcache
 forget_settle() { # the module cache is read-only

@@ -51,6 +51,15 @@ for i in "${!dirs[@]}"; do
 	fi
 done
 
+# Every module ships the license: a module's zip holds only its own folder, and pkg.go.dev shows
+# no documentation for a module without one.
+for dir in "${dirs[@]}"; do
+	cmp -s LICENSE "$dir/LICENSE" || {
+		echo "ci/release.sh: ${dir#"$root/"}/LICENSE is missing or differs from LICENSE: cp LICENSE ${dir#"$root/"}/" >&2
+		exit 1
+	}
+done
+
 # Every module builds in the workspace and on its own.
 for dir in "${dirs[@]}"; do
 	(cd "$dir" && go build ./... && GOWORK=off go build ./...) || {
