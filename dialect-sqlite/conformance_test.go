@@ -22,6 +22,12 @@ func (rowLockForTest) RowLockClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
 	return sqlqueue.SelectClaim(s, ""), nil
 }
 
+// LockClause and LockTimeout make the test-only row-lock form a sqlqueue.RowLocking, so that it
+// can count attempts at claim: its transaction holds the whole database, so a SELECT needs no
+// clause to lock what it reads, and no row lock is ever waited for.
+func (rowLockForTest) LockClause(bool) string                 { return "" }
+func (rowLockForTest) LockTimeout(time.Duration, bool) string { return "" }
+
 func openFixture(t *testing.T) *sqlqueuetest.Fixture {
 	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "q.db"))
 	if err != nil {

@@ -87,7 +87,10 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 	if len(free) == 0 {
 		return 0, nil
 	}
-	p := ClaimParams{Now: rt.now(), Limit: max(rt.cfg.batch, len(free)), Group: rt.q.group}
+	now := rt.now()
+	// Rows held back after a failed settlement are passed over here (their hold may be in
+	// memory only): look at that many more.
+	p := ClaimParams{Now: now, Limit: max(rt.cfg.batch, len(free)) + rt.heldCount(now), Group: rt.q.group}
 	rows, err := rt.db.Query(ctx, rt.st.candidates, rt.st.candB.bind(p, nil)...)
 	if err != nil {
 		return 0, err
@@ -111,6 +114,9 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 	for _, c := range cands {
 		if len(free) == 0 {
 			break
+		}
+		if rt.heldBack(c.id, now) {
+			continue
 		}
 		ac := free[0]
 		if ac.c == nil {
@@ -219,6 +225,18 @@ func (a *advisory) Finish(ctx context.Context, cd core.Delivery, v core.Verdict,
 		}
 		return tx.Commit(ctx)
 	}()
+	switch {
+	case err == nil:
+		rt.settlementOK(d.id)
+	case v.Action != core.ActAbandon:
+		// Held back before the key is released, so that no claimant takes it at once.
+		until, _ := rt.settlementFailed(d, v, err)
+		if ac.c != nil {
+			hctx, cancel := rt.background(ctx)
+			rt.hold(hctx, ac.c, d, v, err, until)
+			cancel()
+		}
+	}
 	a.unlock(ac, d.key)
 	if err == nil {
 		rt.wakeAfter(v)

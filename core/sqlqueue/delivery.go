@@ -25,6 +25,8 @@ type delivery struct {
 	token     time.Time  // lease: locked_until as stamped
 	lost      bool       // lease: an extension found the row taken
 	finishing bool       // lease: Finish was called; the extender leaves it alone
+	handedAt  time.Time  // lease with a handler Timeout: when it was handed out
+	overran   bool       // lease: its handler ran past Timeout and grace; no longer extended
 	settled   bool
 
 	lb  *leaseBatch // lease

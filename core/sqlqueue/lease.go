@@ -99,6 +99,11 @@ func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 			d := &l.cur.ds[l.pos]
 			l.pos++
 			l.srcMu.Unlock()
+			if l.rt.sub.Options.Timeout > 0 {
+				d.mu.Lock()
+				d.handedAt = l.rt.clock.Now()
+				d.mu.Unlock()
+			}
 			return d, nil
 		}
 		l.cur = nil
@@ -207,8 +212,17 @@ func (l *lease) lost(d *delivery) error {
 	return &LeaseLostError{Queue: l.rt.q.name, Table: l.rt.table, ID: d.id, Attempt: d.attempt}
 }
 
-// done records d's settlement and reports it.
+// done records d's settlement and reports it. A settlement that failed (its row still holds
+// this delivery's lease) holds the row back for its failure backoff.
 func (l *lease) done(d *delivery, v core.Verdict, err error, settled core.Settled) {
+	rt := l.rt
+	switch {
+	case err == nil:
+		rt.settlementOK(d.id)
+	case v.Action != core.ActAbandon && !errors.Is(err, ErrLeaseLost):
+		until, _ := rt.settlementFailed(d, v, err)
+		rt.holdAlone(d, v, err, until)
+	}
 	d.mu.Lock()
 	d.settled = true
 	d.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
 )
 
@@ -30,6 +31,12 @@ func (l *lease) extender(t clock.Timer) {
 // be, not yet finishing, not lost. Each is returned with its mutex held (a delivery being
 // finished right now is left out), so that its token cannot change under a settlement.
 func (l *lease) extending() []*delivery {
+	// A handler past its Timeout and grace ignores its context: its lease is left to run out,
+	// so that another claim can take the row (core reports the overrun).
+	var overran time.Time
+	if t := l.rt.sub.Options.Timeout; t > 0 {
+		overran = l.rt.clock.Now().Add(-(t + core.TimeoutGrace(t)))
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var ds []*delivery
@@ -40,6 +47,15 @@ func (l *lease) extending() []*delivery {
 				continue // being finished right now
 			}
 			if d.finishing || d.settled || d.lost {
+				d.mu.Unlock()
+				continue
+			}
+			if !d.handedAt.IsZero() && d.handedAt.Before(overran) {
+				if !d.overran {
+					d.overran = true
+					l.rt.log.Warn("sqlqueue: handler past its timeout and grace; its lease is no longer extended and another claim may take the row",
+						"queue", l.rt.q.name, "message_id", d.ID(), "attempt", d.attempt, "locked_until", d.token)
+				}
 				d.mu.Unlock()
 				continue
 			}

@@ -45,6 +45,7 @@ type config struct {
 	events        [numEvents]Event
 	lockWait      time.Duration
 	stmtTimeout   time.Duration
+	count         int8 // row lock: 0 default (count at claim with a cap), 1 on, -1 off
 }
 
 func defaultConfig() *config {
@@ -122,6 +123,30 @@ func PollInterval(d time.Duration) core.Option {
 			return fmt.Errorf("sqlqueue.PollInterval(%v): the interval must be positive", d)
 		}
 		c.poll = d
+		return nil
+	})
+}
+
+// CountAtClaim sets whether the row-lock form commits each row's attempt count when it claims
+// the row (on) or counts it in the settlement's own statement, which a crash rolls back (off).
+// The default is on for a subscription with DeadLetterAfter and off without one: the
+// committed count is what lets the cap end a crash loop (a handler that kills the process
+// delivers its row again with a higher attempt, and core moves it to the dead letter past the
+// cap without calling the handler), and without a cap there is nothing for it to end.
+//
+// It costs one more short transaction per claim (the count is committed, then the claim locks
+// the rows it counted), so one commit more per claim of BatchSize rows; with PerMessage that is
+// twice the commits. A row that another claimant takes between the two is left to it and
+// counted again there: an attempt spent without a handler run, never two handlers at once. The
+// lease and advisory forms always count at claim. It needs a dialect that can lock rows by id
+// (RowLocking: PostgreSQL, MySQL, MariaDB), and does not apply to a custom claim event, whose
+// SQL counts as it likes.
+func CountAtClaim(on bool) core.Option {
+	return option("sqlqueue.CountAtClaim", func(c *config) error {
+		c.count = -1
+		if on {
+			c.count = 1
+		}
 		return nil
 	})
 }

@@ -118,6 +118,8 @@ type runtime struct {
 
 	lastToken atomic.Int64 // lease: the last token stamped, in microseconds
 
+	fails failures // rows whose settlement failed, held back (failing.go)
+
 	delayMu      sync.Mutex
 	delays       []delayedWake
 	delaysClosed bool
@@ -154,6 +156,9 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 	if err := rt.check(ctx); err != nil {
 		return nil, nil, err
 	}
+	// Counting at claim locks the counted rows again by id: it needs the dialect's lock clause.
+	rt.countAtClaim = q.form == FormRowLock && q.schema.Attempt != "" && cfg.events[EventClaim] == nil && rt.rowLocks != nil &&
+		(cfg.count > 0 || (cfg.count == 0 && sub.Options.Cap > 0))
 	if err := rt.render(); err != nil {
 		return nil, nil, err
 	}
@@ -389,6 +394,16 @@ func (rt *runtime) stopDelays() {
 	rt.delays = nil
 }
 
+// HoldsDelays reports whether a RetryAfter is kept in the row (a retry_after column, or a
+// custom retry_after event), so that core turns a Backoff policy into delays (core.DelayHolder).
+func (rt *runtime) HoldsDelays() bool {
+	return rt.st.retryAfter != "" || rt.cfg.events[EventRetryAfter] != nil
+}
+
+func (l *lease) HoldsDelays() bool    { return l.rt.HoldsDelays() }
+func (r *rowLock) HoldsDelays() bool  { return r.rt.HoldsDelays() }
+func (a *advisory) HoldsDelays() bool { return a.rt.HoldsDelays() }
+
 // Every form is a core source and finisher; deliveries give their handler a context of their
 // own (transactional mode).
 var (
@@ -399,6 +414,9 @@ var (
 	_ core.Source          = (*advisory)(nil)
 	_ core.Finisher        = (*advisory)(nil)
 	_ core.DeliveryContext = (*delivery)(nil)
+	_ core.DelayHolder     = (*lease)(nil)
+	_ core.DelayHolder     = (*rowLock)(nil)
+	_ core.DelayHolder     = (*advisory)(nil)
 	_ Transaction          = (*handlerTx)(nil)
 	_ DB                   = (*stdDB)(nil)
 	_ Conn                 = (*stdConn)(nil)

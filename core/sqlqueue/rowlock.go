@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/settlehq/settle/core"
 )
@@ -22,6 +23,11 @@ type rowLock struct {
 	claimBuf []Claimed
 	ready    chan struct{} // a batch may hand out its next row (transactional mode)
 
+	// size is how many rows the next claim takes: it starts at one and doubles with every
+	// claim that commits cleanly, up to BatchSize, and halves with every claim that fails or
+	// gives rows back abandoned (rowlock_claim.go).
+	size atomic.Int32
+
 	mu       sync.Mutex
 	batches  []*rlBatch // batches with rows not yet handed out
 	stopping bool       // the subscription stopped pulling: no row is handed out any more
@@ -37,12 +43,15 @@ type rlBatch struct {
 	left    int  // rows not yet finished
 	busy    bool // transactional mode: a row is with a handler
 	failed  error
+	culprit *delivery // whose statement failed the claim
 	results []item
 }
 
 func newRowLock(rt *runtime) *rowLock {
 	g, ok := rt.d.(GroupedRowLock)
-	return &rowLock{rt: rt, group: ok && g.GroupRowLockSettlements(), ready: make(chan struct{}, 1)}
+	r := &rowLock{rt: rt, group: ok && g.GroupRowLockSettlements(), ready: make(chan struct{}, 1)}
+	r.size.Store(1)
+	return r
 }
 
 func (r *rowLock) Next(ctx context.Context) (core.Delivery, error) {
@@ -125,36 +134,6 @@ func (r *rowLock) giveBack(bs []*rlBatch) {
 	}
 }
 
-func (r *rowLock) claim(ctx context.Context) (int, error) {
-	rt := r.rt
-	p := ClaimParams{Now: rt.now(), Limit: rt.cfg.batch, Group: rt.q.group}
-	// The claim transaction outlives this call: only the settlement ends it.
-	tx, err := rt.db.Begin(context.WithoutCancel(ctx))
-	if err != nil {
-		return 0, err
-	}
-	rows, err := rt.doClaim(ctx, tx, p, r.claimBuf[:0])
-	if err != nil || len(rows) == 0 {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return 0, err
-	}
-	r.claimBuf = rows[:0]
-	b := &rlBatch{tx: tx, ds: newDeliveries(rt, rows), left: len(rows)}
-	clear(rows)
-	for i := range b.ds {
-		b.ds[i].rb = b
-	}
-	r.mu.Lock()
-	if r.stopping { // stopped while claiming: hand nothing out
-		r.mu.Unlock()
-		r.giveBack([]*rlBatch{b})
-		return 0, nil
-	}
-	r.batches = append(r.batches, b)
-	r.mu.Unlock()
-	return len(b.ds), nil
-}
-
 // Finish runs d's statement in its claim's transaction; the last row of the claim commits it.
 func (r *rowLock) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, settled core.Settled) {
 	d := cd.(*delivery)
@@ -171,10 +150,10 @@ func (r *rowLock) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, 
 				sp = "ROLLBACK TO SAVEPOINT settle_delivery"
 			}
 			if _, err := b.tx.Exec(ctx, sp); err != nil {
-				b.failed = err
+				b.failed, b.culprit = err, d
 			} else if v.Action != core.ActAck {
 				if _, err := b.tx.Exec(ctx, "RELEASE SAVEPOINT settle_delivery"); err != nil {
-					b.failed = err
+					b.failed, b.culprit = err, d
 				}
 			}
 		}
@@ -184,9 +163,12 @@ func (r *rowLock) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, 
 	case b.failed != nil || r.grouped(v):
 	case rt.eventFor(v.Action) != nil:
 		own, b.failed = r.isolated(ctx, b, d, v)
+		if b.failed != nil {
+			b.culprit = d
+		}
 	default:
 		if _, err := rt.finish(ctx, b.tx, d, v, rt.now()); err != nil {
-			b.failed = err
+			b.failed, b.culprit = err, d
 		}
 	}
 	b.results = append(b.results, item{d: d, v: v, settled: settled, err: own})
@@ -218,6 +200,14 @@ func (r *rowLock) isolated(ctx context.Context, b *rlBatch, d *delivery, v core.
 			return nil, rerr
 		}
 		own = err
+		// The row is held back in the claim's own transaction: its lock is not released
+		// before the hold is in it, so no other claim takes it at once.
+		until, _ := r.rt.settlementFailed(d, v, own)
+		if !r.rt.hold(ctx, b.tx, d, v, own, until) {
+			if _, rerr := b.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT settle_event"); rerr != nil {
+				return nil, rerr
+			}
+		}
 	}
 	if _, err := b.tx.Exec(ctx, "RELEASE SAVEPOINT settle_event"); err != nil {
 		return nil, err
@@ -276,6 +266,11 @@ func (r *rowLock) commit(ctx context.Context, b *rlBatch) {
 	} else {
 		_ = b.tx.Rollback(ctx)
 	}
+	if err != nil && b.culprit == nil && len(b.results) == 1 {
+		b.culprit = b.results[0].d // a claim of one row that fails is that row's failure
+	}
+	r.adapt(b, err)
+	r.holdFailed(b, err)
 	for _, it := range b.results {
 		e := err
 		if e == nil {
@@ -286,6 +281,23 @@ func (r *rowLock) commit(ctx context.Context, b *rlBatch) {
 		}
 		if it.settled != nil {
 			it.settled(it.d, it.v, e)
+		}
+	}
+}
+
+// holdFailed holds back, for its failure backoff, the row whose statement failed the claim
+// (err): after the rollback, so another claim may take it once first (a row whose custom event
+// failed behind a savepoint was held in the claim's transaction). It forgets the failures of
+// the rows that settled.
+func (r *rowLock) holdFailed(b *rlBatch, err error) {
+	rt := r.rt
+	for _, it := range b.results {
+		switch {
+		case err != nil && it.d == b.culprit && it.v.Action != core.ActAbandon:
+			until, _ := rt.settlementFailed(it.d, it.v, err)
+			rt.holdAlone(it.d, it.v, err, until)
+		case err == nil && it.err == nil:
+			rt.settlementOK(it.d.id)
 		}
 	}
 }

@@ -27,9 +27,15 @@ type statements struct {
 	dlCopy     string  // copy into the dead-letter table
 	dlDelete   string  // then delete
 	dlMove     string  // or move in one statement (Mover)
+	hold       string  // hold back a row whose settlement failed: lease end or retry_after, last error
 	extend     string  // lease: new token
 	lockIDs    *inList // lease with RowLocking: lock the free rows of many ids, skipping held ones
 	waitIDs    *inList // lease with RowLocking: lock rows, waiting (bounded) for held ones
+	countSel   string  // row lock counting at claim: ready ids and their attempt + 1, locked, skipping held rows
+	countB     *binder // countSel's arguments
+	countUpd   *inList // row lock counting at claim: attempt + 1 by ids
+	relock     *inList // row lock counting at claim: the claimed rows again, ready, by ids, locked
+	relockB    *binder // relock's arguments before the ids
 	takeStamp  string  // advisory: attempt + 1 on a ready row
 	takeRead   string  // advisory: read the taken row
 	candidates string  // advisory: ready rows and their keys
@@ -111,6 +117,13 @@ func (rt *runtime) render() error {
 	if set := clearLease + bump + noteErr(); set != "" {
 		st.retry = "UPDATE " + s.QTable + " SET " + set[2:] + fence()
 	}
+	n = 0
+	switch {
+	case lease:
+		st.hold = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = " + next() + noteErr() + fence()
+	case s.RetryAfter != "":
+		st.hold = "UPDATE " + s.QTable + " SET " + s.RetryAfter + " = " + next() + bump + noteErr() + fence()
+	}
 	if s.RetryAfter != "" {
 		n = 0
 		st.retryAfter = "UPDATE " + s.QTable + " SET " + s.RetryAfter + " = " + next() + clearLease + bump + noteErr() + fence()
@@ -156,6 +169,18 @@ func (rt *runtime) render() error {
 			st.dlCopy = "INSERT INTO " + to + " (" + strings.Join(cols, ", ") + ") SELECT " + strings.Join(exprs, ", ") + " FROM " + s.QTable + " WHERE " + where
 			st.dlDelete = "DELETE FROM " + s.QTable + " WHERE " + where
 		}
+	}
+	if rt.countAtClaim {
+		lock := rt.rowLocks.LockClause(true)
+		b := &binder{d: d}
+		st.countSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.QTable + " WHERE " + s.ready(FormRowLock, b) +
+			" ORDER BY " + s.ID + " LIMIT " + b.ph(slotLimit) + lock
+		st.countB = b
+		st.countUpd = newInList(d, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" + 1 WHERE "+s.ID+" IN (", ")", 1)
+		rb := &binder{d: d}
+		st.relock = newInList(d, "SELECT "+s.returned(s.Attempt)+" FROM "+s.QTable+" WHERE "+s.ready(FormRowLock, rb)+
+			" AND "+s.ID+" IN (", ") ORDER BY "+s.ID+lock, len(rb.slots)+1)
+		st.relockB = rb
 	}
 	if f == FormAdvisory {
 		ad := rt.q.adv

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
@@ -28,6 +29,10 @@ func RunBehaviour(t *testing.T, open Open) {
 			t.Run("short_delay", func(t *testing.T) { t.Parallel(); shortDelay(t, open(t), fm.f) })
 			t.Run("per_message", func(t *testing.T) { t.Parallel(); perMessage(t, open(t), fm.f) })
 			t.Run("tx_workers", func(t *testing.T) { t.Parallel(); txWorkers(t, open(t), fm.f) })
+			t.Run("crash_loop", func(t *testing.T) { t.Parallel(); crashLoop(t, open(t), fm.f) })
+			if fm.f == sqlqueue.FormLease {
+				t.Run("crash_loop/lapsed", func(t *testing.T) { t.Parallel(); crashLoopLapsed(t, open(t)) })
+			}
 			t.Run("stop_mid_batch", func(t *testing.T) { t.Parallel(); stopMidBatch(t, open(t), fm.f, false) })
 			t.Run("stop_mid_batch/tx", func(t *testing.T) { t.Parallel(); stopMidBatch(t, open(t), fm.f, true) })
 			if fm.f == sqlqueue.FormAdvisory {
@@ -487,5 +492,134 @@ func stopMidBatch(t *testing.T, f *Fixture, which sqlqueue.Form, tx bool) {
 		if n := e.count(sideTable); n != 2 {
 			t.Errorf("%d side rows; want the two acked rows' writes", n)
 		}
+	}
+}
+
+// crashLoopCap is the cap of the crash-loop cases.
+const crashLoopCap = 3
+
+// crashLoop: a delivery whose handler never returns — its process dies in it, every time — is
+// abandoned cap times (the App stops under it and gives its row back, as a killed process's
+// rolled-back transaction, released lease or dropped connection would); the next delivery is
+// past the cap, and goes to the dead letter without its handler being called, with its count
+// and the reason "not settled after 3 attempts". The attempt must be counted durably at claim
+// for this: the lease and advisory forms do, the row-lock form does with a cap (CountAtClaim);
+// before, a row-lock crash rolled its count back and the row looped forever.
+func crashLoop(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	fm := formOf(f, which)
+	tb := sqlqueue.StandardTable("q")
+	tb.Columns.LastError = "last_error"
+	e.create(tb)
+	id := e.publish(e.publisher(tb, "q"), Refund{Card: "poison"}, sqlqueue.WithHeaders(map[string]string{"trace": "t-1"}))
+	// quit lets a handler go when the test fails mid-round, so that its App can stop.
+	quit := make(chan struct{})
+	var once sync.Once
+	for round := 1; round <= crashLoopCap; round++ {
+		entered := make(chan int, 1)
+		a := e.app(nil, core.WithShutdownTimeout(time.Second))
+		subscribe(e, a, e.endpoint(fm, tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+			entered <- m.Attempt()
+			select { // dies here: never returns on its own
+			case <-ctx.Done():
+			case <-quit:
+			}
+			return ctx.Err()
+		}, core.DeadLetterAfter(crashLoopCap, "q.dead"))
+		stop := e.run(a)
+		t.Cleanup(func() { once.Do(func() { close(quit) }) }) // before the App's stop
+
+		if at := waitFor(t, entered, "the poison row"); at != round {
+			t.Fatalf("round %d: delivered with attempt %d; want %d", round, at, round)
+		}
+		armed := e.clock.Pending()
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		if err := e.clock.BlockUntil(e.ctx, armed+1); err != nil { // the shutdown timeout
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Second)
+		waitFor(t, stopped, "the App to stop")
+	}
+	called := make(chan int, 1)
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(fm, tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		called <- m.Attempt()
+		return nil
+	}, core.DeadLetterAfter(crashLoopCap, "q.dead"))
+	stop := e.run(a)
+	s := e.rec.WaitSettled(crashLoopCap + 1)
+	stop()
+	select {
+	case at := <-called:
+		t.Fatalf("the handler was called again at attempt %d, past the cap", at)
+	default:
+	}
+	last := s[crashLoopCap]
+	if last.Verdict.Action != core.ActDeadLetter || last.Err != nil || last.Delivery.Attempt() != crashLoopCap+1 {
+		t.Fatalf("last settlement = %v attempt %d (%v); want a dead letter at attempt %d", last.Verdict, last.Delivery.Attempt(), last.Err, crashLoopCap+1)
+	}
+	reason := core.Reason(last.Verdict)
+	if !strings.Contains(reason, "not settled after 3 attempts") {
+		t.Errorf("reason %q; want \"not settled after 3 attempts\"", reason)
+	}
+	logged := false
+	for _, r := range e.logs.Find("settle: delivered past the cap without ever settling; moving to dead letter without calling the handler") {
+		logged = logged || (r.Attrs["message_id"] == last.Delivery.ID() && r.Attrs["attempt"] == int64(crashLoopCap+1) && r.Attrs["queue"] == "q")
+	}
+	if !logged {
+		t.Errorf("no warning with queue, message_id and attempt for the delivery past the cap")
+	}
+	rows := e.rows(tb)
+	if len(rows) != 1 || rows[0].ID != id || rows[0].Group != "q.dead" || rows[0].Attempt != crashLoopCap+1 {
+		t.Fatalf("rows = %+v; want row %d in q.dead with attempt %d", rows, id, crashLoopCap+1)
+	}
+	if rows[0].LastError != reason {
+		t.Errorf("last_error = %q; want %q", rows[0].LastError, reason)
+	}
+	e.deadLetterHeaders(&rows[0], true, "q", crashLoopCap+1, Epoch.Add(crashLoopCap*time.Second), reason)
+}
+
+// crashLoopLapsed: the lease form when the process dies and nothing gives the row back: each
+// new process claims it once its lease has run out, and the one past the cap moves it to the
+// dead letter without calling the handler.
+func crashLoopLapsed(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb, p := e.deletingQueue()
+	e.publish(p, Refund{Card: "poison"})
+	const lease = 10 * time.Second
+	dead := make(chan struct{})
+	defer close(dead)
+	for round := 1; round <= crashLoopCap+1; round++ {
+		// Each process's clock is past the previous one's lease; the previous process is
+		// frozen in its handler (its own clock never moves, so it never extends).
+		c := clock.NewVirtual(Epoch.Add(time.Duration(round-1) * (lease + time.Second)))
+		entered := make(chan int, 1)
+		a := e.app(c)
+		subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+			entered <- m.Attempt()
+			<-dead
+			return nil
+		}, core.DeadLetterAfter(crashLoopCap, "q.dead"), sqlqueue.LeaseFor(lease))
+		e.run(a)
+		if round <= crashLoopCap {
+			if at := waitFor(t, entered, "the poison row"); at != round {
+				t.Fatalf("round %d: delivered with attempt %d; want %d", round, at, round)
+			}
+			continue
+		}
+		s := e.rec.WaitSettled(1)
+		if s[0].Verdict.Action != core.ActDeadLetter || s[0].Err != nil || s[0].Delivery.Attempt() != crashLoopCap+1 {
+			t.Fatalf("settlement = %v attempt %d (%v); want a dead letter at attempt %d", s[0].Verdict, s[0].Delivery.Attempt(), s[0].Err, crashLoopCap+1)
+		}
+		select {
+		case at := <-entered:
+			t.Fatalf("the handler was called at attempt %d, past the cap", at)
+		default:
+		}
+	}
+	rows := e.rows(tb)
+	if len(rows) != 1 || rows[0].Group != "q.dead" || rows[0].Attempt != crashLoopCap+1 {
+		t.Fatalf("rows = %+v; want the row in q.dead with attempt %d", rows, crashLoopCap+1)
 	}
 }

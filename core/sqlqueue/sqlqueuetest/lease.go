@@ -22,6 +22,7 @@ func RunLease(t *testing.T, open Open) {
 	t.Run("lost/tx", func(t *testing.T) { t.Parallel(); leaseLost(t, open(t), true) })
 	t.Run("extended", func(t *testing.T) { t.Parallel(); leaseExtended(t, open(t)) })
 	t.Run("lost_in_group", func(t *testing.T) { t.Parallel(); lostInGroup(t, open(t)) })
+	t.Run("overran", func(t *testing.T) { t.Parallel(); leaseOverran(t, open(t)) })
 	if _, ok := open(t).Dialect.(sqlqueue.RowLocking); ok {
 		t.Run("locked_row", func(t *testing.T) { t.Parallel(); lockedRow(t, open(t)) })
 		t.Run("locked_settlement", func(t *testing.T) { t.Parallel(); lockedSettlement(t, open(t)) })
@@ -401,4 +402,37 @@ func (e *env) tokenIs(what string, got *time.Time, want time.Time) {
 	if d := got.Sub(want); d < 0 || d >= time.Millisecond {
 		e.t.Errorf("%s = %v; want %v (or within a millisecond after)", what, got.UTC(), want)
 	}
+}
+
+// leaseOverran: a handler that ignores its context past core.Timeout and its grace keeps its
+// lease no longer: the extension leaves it to run out, so another claim can take the row.
+func leaseOverran(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb, p := e.deletingQueue()
+	e.publish(p, Refund{Card: "c"})
+	const lease = 10 * time.Second
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		entered <- struct{}{}
+		<-release // ignores its context
+		return nil
+	}, sqlqueue.LeaseFor(lease), core.Timeout(2*time.Second)) // grace: 1 s
+	warned := e.tap.watch("sqlqueue: handler past its timeout and grace; its lease is no longer extended and another claim may take the row")
+	stop := e.run(a)
+	waitFor(t, entered, "the handler")
+	e.clock.Advance(lease / 2)
+	r := waitFor(t, warned, "the extension to pass over the overrunning handler")
+	if attr(r, "attempt").Int64() != 1 || attr(r, "queue").String() != "q" {
+		t.Errorf("warning attrs: %v", r)
+	}
+	rows := e.rows(tb)
+	if len(rows) != 1 {
+		t.Fatalf("rows = %+v", rows)
+	}
+	e.timeIs("locked_until, not extended", rows[0].LockedUntil, Epoch.Add(lease))
+	close(release)
+	e.rec.WaitSettled(1)
+	stop()
 }

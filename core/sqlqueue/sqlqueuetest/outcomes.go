@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,6 +101,7 @@ func RunOutcomes(t *testing.T, open Open) {
 			}
 			t.Run("custom_ack", func(t *testing.T) { t.Parallel(); customCase(t, open(t), fm.f) })
 			t.Run("custom_ack_failure_isolated", func(t *testing.T) { t.Parallel(); customFailureCase(t, open(t), fm.f) })
+			t.Run("settlement_fails", func(t *testing.T) { t.Parallel(); settlementFails(t, open(t), fm.f) })
 			if fm.f != sqlqueue.FormAdvisory {
 				t.Run("custom_claim", func(t *testing.T) { t.Parallel(); customClaim(t, open(t), fm.f) })
 			}
@@ -468,5 +470,137 @@ func customClaim(t *testing.T, f *Fixture, which sqlqueue.Form) {
 		if x.Err != nil || x.Delivery.Attempt() != 1 {
 			t.Errorf("settlement of %s: attempt %d, %v", x.Delivery.ID(), x.Delivery.Attempt(), x.Err)
 		}
+	}
+}
+
+// settlementFails: a delivery whose settlement keeps failing (its custom ack event errors:
+// what a plugin that crashes, or a trigger that refuses the statement, looks like) is held
+// back for a doubling backoff on the clock before it comes again (1 s, 2 s, 4 s), the other
+// rows keep flowing meanwhile, each failure records why in last_error, the attempts still
+// count, and the cap ends the loop: the delivery past it goes to the dead letter without its
+// handler. The failures are logged once per interval with their count. (A failing ack was
+// retaken at once: thousands of handler runs a second, the cap never reached, the rest of the
+// queue starved.)
+func settlementFails(t *testing.T, f *Fixture, which sqlqueue.Form) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	tb.Columns.LastError = "last_error"
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	poison := e.publish(p, Refund{Card: "poison"})
+	var others []int64
+	for i := range 6 {
+		others = append(others, e.publish(p, Refund{Amount: i}))
+	}
+	errLedger := errors.New("the ledger refuses this refund")
+	d := f.Dialect
+	ev := func(ctx context.Context, in sqlqueue.EventInput) ([]sqlqueue.Statement, error) {
+		if in.ID == poison {
+			return nil, errLedger
+		}
+		q := "UPDATE " + d.Quote("q") + " SET " + d.Quote("grp") + " = " + d.Placeholder(1) + ", " + d.Quote("locked_until") +
+			" = NULL WHERE " + d.Quote("id") + " = " + d.Placeholder(2)
+		args := []any{"archived", in.ID}
+		if in.Form == sqlqueue.FormLease {
+			q += " AND " + d.Quote("locked_until") + " = " + d.Placeholder(3)
+			args = append(args, in.Token)
+		}
+		return []sqlqueue.Statement{{SQL: q, Args: args}}, nil
+	}
+	var mu sync.Mutex
+	var runs []time.Time // when the poison row's handler ran, on the clock
+	workers := 2
+	if which == sqlqueue.FormRowLock {
+		// One claim at a time: on InnoDB a claim scanning the group index beside another
+		// claim's ack moving rows out of the group is now and then a deadlock victim, a
+		// settlement failure of its own (held back too, which a clock standing still would
+		// keep back); and the test-only SQLite row-lock form holds the database per claim.
+		workers = 1
+	}
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, which), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		if m.Payload.Card == "poison" {
+			mu.Lock()
+			runs = append(runs, e.clock.Now())
+			mu.Unlock()
+		}
+		return nil
+	}, sqlqueue.OnEvent(sqlqueue.EventAck, ev), core.DeadLetterAfter(crashLoopCap, "q.dead"), core.Workers(workers))
+	stop := e.run(a)
+	failures := func(n int) func([]core.Settlement) bool {
+		return func(all []core.Settlement) bool {
+			failed, ok := 0, 0
+			for _, s := range all {
+				switch {
+				case s.Delivery.ID() == fmt.Sprint(poison) && s.Err != nil:
+					failed++
+				case s.Err == nil && s.Verdict.Action == core.ActAck:
+					ok++
+				}
+			}
+			return failed >= n && ok == len(others)
+		}
+	}
+	// The other rows settle while the poison row fails, the clock standing still.
+	e.rec.WaitFor(failures(1))
+	at := Epoch
+	for i, backoff := range []time.Duration{sqlqueue.FailureBackoff, 2 * sqlqueue.FailureBackoff, 4 * sqlqueue.FailureBackoff} {
+		var row *Row
+		for _, r := range e.rows(tb) {
+			if r.ID == poison {
+				row = &r
+			}
+		}
+		if row == nil {
+			t.Fatalf("failure %d: the poison row is gone", i+1)
+		}
+		held := row.RetryAfter
+		if which == sqlqueue.FormLease {
+			held = row.LockedUntil
+		}
+		e.timeIs(fmt.Sprintf("failure %d: the poison row's hold", i+1), held, at.Add(backoff))
+		if !strings.Contains(row.LastError, errLedger.Error()) {
+			t.Errorf("failure %d: last_error = %q; want the failed settlement's cause", i+1, row.LastError)
+		}
+		if row.Attempt != i+1 {
+			t.Errorf("failure %d: attempt = %d; want %d (the attempt counts)", i+1, row.Attempt, i+1)
+		}
+		at = at.Add(backoff)
+		e.clock.Advance(backoff)
+		if i < 2 {
+			e.rec.WaitFor(failures(i + 2))
+		}
+	}
+	// The fourth delivery is past the cap: the dead letter, without the handler.
+	e.rec.WaitFor(func(all []core.Settlement) bool {
+		last := all[len(all)-1]
+		return last.Delivery.ID() == fmt.Sprint(poison) && last.Verdict.Action == core.ActDeadLetter
+	})
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	want := []time.Time{Epoch, Epoch.Add(sqlqueue.FailureBackoff), Epoch.Add(3 * sqlqueue.FailureBackoff)}
+	if len(runs) != len(want) {
+		t.Fatalf("the poison row's handler ran %d times (%v); want %d", len(runs), runs, len(want))
+	}
+	for i := range want {
+		if !runs[i].Equal(want[i]) {
+			t.Errorf("run %d at %v; want %v (no sooner than the backoff after the last failure)", i+1, runs[i], want[i])
+		}
+	}
+	for _, r := range e.rows(tb) {
+		switch {
+		case r.ID == poison:
+			if r.Group != "q.dead" || r.Attempt != crashLoopCap+1 || !strings.Contains(r.LastError, "not settled after 3 attempts") {
+				t.Errorf("poison row = group %q attempt %d last_error %q; want q.dead, attempt %d, not settled after 3 attempts",
+					r.Group, r.Attempt, r.LastError, crashLoopCap+1)
+			}
+		case r.Group != "archived":
+			t.Errorf("row %d in group %q; want archived by its ack", r.ID, r.Group)
+		}
+	}
+	lines := e.logs.Find("sqlqueue: settlements failing; each failing row is held back for a doubling backoff before it is delivered again")
+	if len(lines) != 1 || lines[0].Attrs["failures"] != int64(1) || lines[0].Attrs["queue"] != "q" {
+		t.Errorf("failure log lines = %+v; want one (three failures within the log interval), with the count and queue", lines)
 	}
 }

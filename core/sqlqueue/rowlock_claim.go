@@ -1,0 +1,177 @@
+package sqlqueue
+
+import (
+	"context"
+	"time"
+
+	"github.com/settlehq/settle/core"
+)
+
+// This file is the row-lock form's claiming. Two things bound what a row that never settles
+// (its handler kills the process, say) can do:
+//
+//   - the claim size adapts: it starts at one row and doubles with every claim that commits
+//     cleanly, up to BatchSize, and halves with every claim that rolls back or gives rows back
+//     abandoned. A process restarted after a crash claims the oldest rows, where the poison row
+//     is, in the smallest claims, so the poison row ends up claimed alone and the rows around
+//     it settle in claims of their own;
+//   - with a committed count (CountAtClaim, on by default with DeadLetterAfter), the attempt is
+//     counted and committed before the rows are locked, so a crash does not roll it back and
+//     core's cap ends the loop: the delivery past the cap goes to the dead letter without its
+//     handler.
+
+// claim takes up to the claim size of ready rows in a transaction that stays open until they
+// are settled; it returns how many it took.
+func (r *rowLock) claim(ctx context.Context) (int, error) {
+	rt := r.rt
+	now := rt.now()
+	// Rows held back after a failed settlement are not handed out (their hold may be in memory
+	// only): the claim takes that many more, and leaves them as they are.
+	p := ClaimParams{Now: now, Limit: int(r.size.Load()) + rt.heldCount(now), Group: rt.q.group}
+	var counted map[int64]int
+	if rt.countAtClaim {
+		var err error
+		if counted, err = r.count(ctx, p); err != nil || len(counted) == 0 {
+			return 0, err
+		}
+	}
+	// The claim transaction outlives this call: only the settlement ends it.
+	tx, err := rt.db.Begin(context.WithoutCancel(ctx))
+	if err != nil {
+		return 0, err
+	}
+	var rows []Claimed
+	if counted == nil {
+		rows, err = rt.doClaim(ctx, tx, p, r.claimBuf[:0])
+	} else {
+		rows, err = r.relock(ctx, tx, p, counted)
+	}
+	if err == nil {
+		rows = r.passOver(rows, now)
+	}
+	if err != nil || len(rows) == 0 {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return 0, err
+	}
+	r.claimBuf = rows[:0]
+	b := &rlBatch{tx: tx, ds: newDeliveries(rt, rows), left: len(rows)}
+	clear(rows)
+	for i := range b.ds {
+		b.ds[i].rb = b
+	}
+	r.mu.Lock()
+	if r.stopping { // stopped while claiming: hand nothing out
+		r.mu.Unlock()
+		r.giveBack([]*rlBatch{b})
+		return 0, nil
+	}
+	r.batches = append(r.batches, b)
+	r.mu.Unlock()
+	return len(b.ds), nil
+}
+
+// count commits attempt + 1 on up to p.Limit ready rows, oldest first, in a transaction of its
+// own that locks them (skipping rows another claim holds), and returns each counted row's new
+// attempt.
+func (r *rowLock) count(ctx context.Context, p ClaimParams) (map[int64]int, error) {
+	rt := r.rt
+	tx, err := rt.db.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit: a no-op
+	rows, err := tx.Query(ctx, rt.st.countSel, rt.st.countB.bind(p, nil)...)
+	if err != nil {
+		return nil, err
+	}
+	counted := make(map[int64]int, p.Limit)
+	var ids []any
+	for rows.Next() {
+		var id, att int64
+		if err := rows.Scan(&id, &att); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if rt.heldBack(id, p.Now) {
+			continue // not handed out: not counted
+		}
+		counted[id] = int(att)
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if _, err := tx.Exec(ctx, rt.st.countUpd.sql(len(ids)), ids...); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	return counted, nil
+}
+
+// relock locks, in the claim transaction, the rows count committed, skipping any that another
+// claim took in between (it holds them, or has counted them again): a row is handed out only
+// with the attempt this claim counted.
+func (r *rowLock) relock(ctx context.Context, tx Queryer, p ClaimParams, counted map[int64]int) ([]Claimed, error) {
+	rt := r.rt
+	args := rt.st.relockB.bind(p, make([]any, 0, len(rt.st.relockB.slots)+len(counted)))
+	for id := range counted {
+		args = append(args, id)
+	}
+	rows, err := tx.Query(ctx, rt.st.relock.sql(len(counted)), args...)
+	if err != nil {
+		return nil, err
+	}
+	got, err := scanClaimed(rows, r.claimBuf[:0])
+	if err != nil {
+		return nil, err
+	}
+	keep := got[:0]
+	for _, c := range got {
+		if counted[c.ID] == c.Attempt {
+			keep = append(keep, c)
+		}
+	}
+	clear(got[len(keep):])
+	return keep, nil
+}
+
+// passOver drops from rows those held back after a failed settlement: they stay locked, as
+// they are, until the claim ends.
+func (r *rowLock) passOver(rows []Claimed, now time.Time) []Claimed {
+	if r.rt.fails.n.Load() == 0 {
+		return rows
+	}
+	keep := rows[:0]
+	for _, c := range rows {
+		if !r.rt.heldBack(c.ID, now) {
+			keep = append(keep, c)
+		}
+	}
+	clear(rows[len(keep):])
+	return keep
+}
+
+// adapt sets the next claim's size after batch b ended with err: doubled after a clean commit,
+// halved after a rollback or when rows were given back abandoned.
+func (r *rowLock) adapt(b *rlBatch, err error) {
+	clean := err == nil
+	for _, it := range b.results {
+		clean = clean && it.err == nil && it.v.Action != core.ActAbandon
+	}
+	clean = clean && len(b.results) == len(b.ds) // none given back unhanded
+	for {
+		cur := r.size.Load()
+		next := max(cur/2, 1)
+		if clean {
+			next = min(cur*2, int32(r.rt.cfg.batch))
+		}
+		if next == cur || r.size.CompareAndSwap(cur, next) {
+			return
+		}
+	}
+}
