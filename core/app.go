@@ -27,6 +27,7 @@ type App struct {
 	observers       []Observer
 	events          []EventObserver
 	propagator      Propagator
+	middleware      []Middleware
 
 	ready chan struct{} // closed once Run has opened every subscription
 
@@ -56,6 +57,13 @@ func WithShutdownTimeout(d time.Duration) AppOption {
 
 // WithObserver adds an observer of every settlement.
 func WithObserver(o Observer) AppOption { return func(a *App) { a.observers = append(a.observers, o) } }
+
+// WithMiddleware wraps the handler of every subscription of the App in mw, outermost first and
+// outside each subscription's own middleware (core.Use): instrumentation that applies to a whole
+// service (tracing) is given once.
+func WithMiddleware(mw ...Middleware) AppOption {
+	return func(a *App) { a.middleware = append(a.middleware, mw...) }
+}
 
 // WithoutSignals stops Run from ending on SIGINT and SIGTERM; it then ends only with its context.
 func WithoutSignals() AppOption { return func(a *App) { a.signals = false } }
@@ -125,6 +133,12 @@ func Subscribe[T any](a *App, ep Endpoint, h Handler[T], opts ...Option) error {
 	chain := HandlerFunc(inner)
 	for i := len(o.Middleware) - 1; i >= 0; i-- {
 		chain = o.Middleware[i](chain)
+	}
+	for i := len(a.middleware) - 1; i >= 0; i-- {
+		if a.middleware[i] == nil {
+			return fmt.Errorf("settle: Subscribe on %q: the App's middleware %d is nil", ep.Queue(), i)
+		}
+		chain = a.middleware[i](chain)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -1,5 +1,7 @@
 package core
 
+import "time"
+
 // Settlement describes one delivery's settlement, as observers see it.
 type Settlement struct {
 	// Subscription and Queue name where the delivery came from.
@@ -11,6 +13,8 @@ type Settlement struct {
 	// Err is nil when the settlement is durable; otherwise the backend's error (the message
 	// then returns as an abandoned one would).
 	Err error
+	// At is when the settlement was reported, on the App's clock.
+	At time.Time
 }
 
 // Observer is told of every settlement after it is durable or has failed. Observers run on the

@@ -285,7 +285,7 @@ func (s *subscription) onSettled(d Delivery, v Verdict, err error) {
 		s.settledAt.Store(s.app.clock.Now().UnixNano())
 	}
 	if len(s.app.observers)+len(s.opts.Observers) > 0 {
-		st := Settlement{Subscription: s.name, Queue: s.queue, Delivery: d, Verdict: v, Err: err}
+		st := Settlement{Subscription: s.name, Queue: s.queue, Delivery: d, Verdict: v, Err: err, At: s.app.clock.Now()}
 		for _, o := range s.opts.Observers { // the subscription's own hooks complete the settlement
 			o(st)
 		}

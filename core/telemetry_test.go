@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +80,37 @@ func TestHandlersSeeTheirSubscriptionAndTheAppsPropagator(t *testing.T) {
 	}
 	if _, ok := core.SubscriptionFrom(context.Background()); ok {
 		t.Fatal("SubscriptionFrom found a subscription in a bare context")
+	}
+}
+
+func TestAppMiddlewareWrapsEverySubscriptionOutsideItsOwn(t *testing.T) {
+	var order []string
+	mark := func(name string) core.Middleware {
+		return func(next core.HandlerFunc) core.HandlerFunc {
+			return func(ctx context.Context, d core.Delivery) error {
+				order = append(order, name)
+				return next(ctx, d)
+			}
+		}
+	}
+	settled := make(chan core.Settlement, 1)
+	h := coretest.New(t, core.WithMiddleware(mark("app-1"), mark("app-2")), core.WithObserver(func(s core.Settlement) { settled <- s }))
+	coretest.Subscribe(h, "refunds", func(ctx context.Context, m *core.Message[Refund]) error {
+		order = append(order, "handler")
+		return nil
+	}, core.Use(mark("sub")))
+	h.Start()
+	h.Advance(time.Hour)
+	h.Publish("refunds", Refund{ID: "r-1"})
+	s := <-settled
+	if got := strings.Join(order, ","); got != "app-1,app-2,sub,handler" {
+		t.Fatalf("order %s", got)
+	}
+	if !s.At.Equal(coretest.Epoch.Add(time.Hour)) {
+		t.Fatalf("Settlement.At = %v, want the App's clock", s.At)
+	}
+	if err := core.Subscribe(core.New(core.WithMiddleware(nil)), h.Broker.Queue("x"), func(context.Context, *core.Message[Refund]) error { return nil }); err == nil ||
+		!strings.Contains(err.Error(), "middleware 0 is nil") {
+		t.Fatalf("nil App middleware: %v", err)
 	}
 }
