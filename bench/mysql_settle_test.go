@@ -24,7 +24,7 @@ func myQueueTable() sqlqueue.Table {
 // mySettle drains the table through a settle App: subs subscriptions of the form on the one
 // queue (each its own claimant, as each raw worker is), each with workers handlers and claims
 // of batch rows. The handler acknowledges a Raw payload and does nothing else.
-func mySettle(name string, form func(*mysql.DB, sqlqueue.Table, string) (core.Endpoint, error), subs, workers, batch int) myContender {
+func mySettle(name string, form func(*mysql.DB, sqlqueue.Table, string) (core.Endpoint, error), subs, workers, batch int, opts ...core.Option) myContender {
 	return myContender{name: name, conns: subs*workers + subs + 2, drain: func(ctx context.Context, db *mysql.DB, n int) (time.Duration, error) {
 		var settled atomic.Int64
 		var failed atomic.Pointer[error]
@@ -45,8 +45,9 @@ func mySettle(name string, form func(*mysql.DB, sqlqueue.Table, string) (core.En
 			if err != nil {
 				return 0, err
 			}
-			if err := core.Subscribe(app, ep, h, core.Name(fmt.Sprint("w", i)), core.WithCodec(core.Raw), core.Workers(workers),
-				sqlqueue.BatchSize(batch)); err != nil {
+			all := append([]core.Option{core.Name(fmt.Sprint("w", i)), core.WithCodec(core.Raw), core.Workers(workers),
+				sqlqueue.BatchSize(batch)}, opts...)
+			if err := core.Subscribe(app, ep, h, all...); err != nil {
 				return 0, err
 			}
 		}
@@ -84,8 +85,11 @@ func BenchmarkMariaDB(b *testing.B) {
 			myRaw("raw rowlock (w=4,B=100)", myRawRowLock, 4, 100),
 			mySettle("settle rowlock (4 subs×1 worker,B=100)", mysql.RowLock, 4, 1, 100),
 			mySettle("settle rowlock (1 sub×4 workers,B=100)", mysql.RowLock, 1, 4, 100),
+			// CountAtClaim: what a subscription with DeadLetterAfter runs by default.
+			mySettle("settle rowlock counted (4 subs×1 worker,B=100)", mysql.RowLock, 4, 1, 100, sqlqueue.CountAtClaim(true)),
 			myRaw("raw rowlock LIMIT 1 (w=4)", myRawRowLock, 4, 1),
 			mySettle("settle rowlock LIMIT 1 (4 subs×1 worker)", mysql.RowLock, 4, 1, 1),
+			mySettle("settle rowlock counted LIMIT 1 (4 subs×1 worker)", mysql.RowLock, 4, 1, 1, sqlqueue.CountAtClaim(true)),
 			myRaw("raw lease (w=4,B=100)", myRawLease, 4, 100),
 			mySettle("settle lease (4 subs×1 worker,B=100)", mysql.Lease, 4, 1, 100),
 			mySettle("settle lease (1 sub×4 workers,B=100)", mysql.Lease, 1, 4, 100),
@@ -93,11 +97,13 @@ func BenchmarkMariaDB(b *testing.B) {
 		// Each raw worker is one claimant working its batch in turn; so is a subscription
 		// with one worker. The one-subscription rows show what a single claimant reaches.
 		reportMy(b, rs, map[string]string{
-			"settle rowlock (4 subs×1 worker,B=100)":   "raw rowlock (w=4,B=100)",
-			"settle rowlock (1 sub×4 workers,B=100)":   "raw rowlock (w=4,B=100)",
-			"settle rowlock LIMIT 1 (4 subs×1 worker)": "raw rowlock LIMIT 1 (w=4)",
-			"settle lease (4 subs×1 worker,B=100)":     "raw lease (w=4,B=100)",
-			"settle lease (1 sub×4 workers,B=100)":     "raw lease (w=4,B=100)",
+			"settle rowlock (4 subs×1 worker,B=100)":           "raw rowlock (w=4,B=100)",
+			"settle rowlock (1 sub×4 workers,B=100)":           "raw rowlock (w=4,B=100)",
+			"settle rowlock LIMIT 1 (4 subs×1 worker)":         "raw rowlock LIMIT 1 (w=4)",
+			"settle rowlock counted (4 subs×1 worker,B=100)":   "raw rowlock (w=4,B=100)",
+			"settle rowlock counted LIMIT 1 (4 subs×1 worker)": "raw rowlock LIMIT 1 (w=4)",
+			"settle lease (4 subs×1 worker,B=100)":             "raw lease (w=4,B=100)",
+			"settle lease (1 sub×4 workers,B=100)":             "raw lease (w=4,B=100)",
 		})
 	}
 }

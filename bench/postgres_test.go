@@ -199,6 +199,8 @@ func BenchmarkPostgresSettle(b *testing.B) {
 			rawContender("raw rowlock per-row (w=1,B=100)", rawRowLockPerRow, 1, 100),
 			rawContender("raw rowlock per-row (w=4,B=100)", rawRowLockPerRow, 4, 100),
 			settleContender("settle rowlock (1 sub,w=8,B=100)", 8, 1, postgres.RowLock, core.Workers(8), sqlqueue.BatchSize(100)),
+			// CountAtClaim: what a subscription with DeadLetterAfter runs by default.
+			settleContender("settle rowlock counted (1 sub,w=8,B=100)", 8, 1, postgres.RowLock, core.Workers(8), sqlqueue.BatchSize(100), sqlqueue.CountAtClaim(true)),
 			settleContender("settle rowlock (4 subs,w=8,B=100)", 8, 4, postgres.RowLock, core.Workers(8), sqlqueue.BatchSize(100)),
 			{name: "river (MaxWorkers=2000,conns=16)", conns: 16, drain: func(ctx context.Context, pool *pgxpool.Pool, s string, n int) (time.Duration, error) {
 				return riverDrain(ctx, pool, s, n, 2000)

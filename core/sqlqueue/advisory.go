@@ -190,8 +190,8 @@ func scanTaken(rows Rows, id int64) (*Claimed, error) {
 // Finish runs d's statement on its connection, then unlocks its key.
 func (a *advisory) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, settled core.Settled) {
 	d := cd.(*delivery)
-	ctx = context.WithoutCancel(ctx)
 	rt := a.rt
+	ctx = rt.stmtCtx() // the settlement outlives a cancelled handler, and runs under a deadline
 	v = rt.effective(d, v)
 	ac := d.ac
 	err := func() error {
@@ -249,7 +249,7 @@ func (a *advisory) Finish(ctx context.Context, cd core.Delivery, v core.Verdict,
 // unlock releases key and frees the connection; a connection that cannot unlock is discarded,
 // which releases everything it held.
 func (a *advisory) unlock(ac *advConn, key string) {
-	if err := a.ad.Unlock(context.Background(), ac.c, key); err != nil {
+	if err := a.ad.Unlock(a.rt.stmtCtx(), ac.c, key); err != nil {
 		a.rt.log.Warn("sqlqueue: advisory unlock failed; closing the connection to release it", "key", key, "error", err)
 		a.discard(ac)
 	}

@@ -160,7 +160,8 @@ func (l *lease) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, se
 	d.mu.Unlock()
 	alone := rt.cfg.perMessage || rt.eventFor(v.Action) != nil // settled by its own transaction
 	if d.hctx.d != nil || alone {
-		ctx = context.WithoutCancel(ctx) // the settlement outlives a cancelled handler
+		// The settlement outlives a cancelled handler, and runs under a deadline.
+		ctx = rt.stmtCtx()
 	}
 	if h := d.openTx(); h != nil {
 		h.closed = true

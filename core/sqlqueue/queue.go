@@ -120,6 +120,13 @@ type runtime struct {
 
 	fails failures // rows whose settlement failed, held back (failing.go)
 
+	// stmt is the shared deadline context of the statements the engine runs per delivery
+	// (stmtCtx).
+	stmtMu     sync.Mutex
+	stmt       context.Context
+	stmtUntil  time.Time
+	stmtCancel [2]context.CancelFunc // the current context's and the one before it
+
 	delayMu      sync.Mutex
 	delays       []delayedWake
 	delaysClosed bool
@@ -296,6 +303,41 @@ func (rt *runtime) background(parent context.Context) (context.Context, context.
 	return context.WithTimeout(context.WithoutCancel(parent), rt.cfg.stmtTimeout)
 }
 
+// stmtCtx returns a context for a statement the engine runs per delivery (a settlement, an
+// unlock), with a deadline between half the statement timeout and all of it. One context
+// serves every statement of that window, so that the per-message path allocates no timer; a
+// statement past its deadline is cancelled rather than left to hang. It carries no caller's
+// values: these statements belong to the engine.
+func (rt *runtime) stmtCtx() context.Context {
+	now := time.Now()
+	rt.stmtMu.Lock()
+	defer rt.stmtMu.Unlock()
+	if rt.stmt == nil || rt.stmtUntil.Sub(now) < rt.cfg.stmtTimeout/2 {
+		// The previous context is left to expire by itself (statements still use it); the one
+		// before it is past its deadline by now, and released.
+		if c := rt.stmtCancel[1]; c != nil {
+			c()
+		}
+		var cancel context.CancelFunc
+		rt.stmtUntil = now.Add(rt.cfg.stmtTimeout)
+		rt.stmt, cancel = context.WithDeadline(context.Background(), rt.stmtUntil)
+		rt.stmtCancel = [2]context.CancelFunc{cancel, rt.stmtCancel[0]}
+	}
+	return rt.stmt
+}
+
+// stopStmts releases the statement contexts; the source is closing.
+func (rt *runtime) stopStmts() {
+	rt.stmtMu.Lock()
+	defer rt.stmtMu.Unlock()
+	for _, c := range rt.stmtCancel {
+		if c != nil {
+			c()
+		}
+	}
+	rt.stmt, rt.stmtCancel = nil, [2]context.CancelFunc{}
+}
+
 // boundLocks makes the rest of tx give up a row-lock wait after the lock timeout, where the
 // dialect can say so.
 func (rt *runtime) boundLocks(ctx context.Context, tx Queryer) error {
@@ -333,12 +375,13 @@ func (rt *runtime) waitReady(ctx context.Context, woken <-chan struct{}, extra <
 	return nil
 }
 
-// closeListen ends the dialect's listener and the delayed wake-ups.
+// closeListen ends the dialect's listener, the delayed wake-ups and the statement contexts.
 func (rt *runtime) closeListen() {
 	if rt.stopLn != nil {
 		rt.stopLn()
 	}
 	rt.stopDelays()
+	rt.stopStmts()
 }
 
 var errNotOwnDest = errors.New("sqlqueue: dead-letter destination differs from the subscription's DeadLetterAfter destination")

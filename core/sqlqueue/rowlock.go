@@ -121,7 +121,7 @@ func (r *rowLock) stop() {
 // giveBack ends the hand-out of batches: rows not handed out are left as they were, and a
 // batch with nothing else in flight commits (a claim with no finished row rolls back).
 func (r *rowLock) giveBack(bs []*rlBatch) {
-	ctx := context.Background()
+	ctx := r.rt.stmtCtx()
 	for _, b := range bs {
 		b.mu.Lock()
 		b.left -= len(b.ds) - b.next
@@ -137,8 +137,8 @@ func (r *rowLock) giveBack(bs []*rlBatch) {
 // Finish runs d's statement in its claim's transaction; the last row of the claim commits it.
 func (r *rowLock) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, settled core.Settled) {
 	d := cd.(*delivery)
-	ctx = context.WithoutCancel(ctx)
 	rt := r.rt
+	ctx = rt.stmtCtx() // the settlement outlives a cancelled handler, and runs under a deadline
 	v = rt.effective(d, v)
 	b := d.rb
 	b.mu.Lock()
