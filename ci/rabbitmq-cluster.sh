@@ -128,7 +128,12 @@ stop-node)
 kill-node) kill_node "$1" "$2" ;;
 start-node) start_node "$1" "$2" ;;
 leader)
-	ctl "$1" 1 list_queues -q --no-table-headers name leader 2>/dev/null | awk -v q="$2" '$1 == q { print $2 }' || true
+	# ask each node in turn: the one that answers first (a node may be down)
+	for nd in "$1"/node*; do
+		out=$(ctl "$1" "${nd##*/node}" list_queues -q --no-table-headers name leader 2>/dev/null) || continue
+		echo "$out" | awk -v q="$2" '$1 == q { print $2 }'
+		break
+	done
 	;;
 ctl) ctl "$@" ;;
 *) die "unknown command '$cmd' (start, stop, stop-node, kill-node, start-node, leader, ctl)" ;;

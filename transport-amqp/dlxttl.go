@@ -14,12 +14,15 @@ const RetrySuffix = ".retry"
 
 // DLXTTL makes RetryAfter copies of the queue wait on the server, in the waiting queue
 // "<queue>.retry": the copy (settle-retry-count raised) is published there through the default
-// exchange with a per-message expiration of the delay in milliseconds (rounded up), then the
-// original is acknowledged on the same channel. The waiting queue is durable and has no
-// consumer; its x-dead-letter-exchange "" and x-dead-letter-routing-key "<queue>" send each
-// copy back to the queue when it expires. So a copy survives a restart of the service (and, the
-// copy being persistent, of the broker), and the cap (core.DeadLetterAfter) stops a delayed
-// loop exactly like an immediate one, because every copy carries its raised count.
+// exchange with a per-message expiration of the delay in milliseconds (rounded up), confirmed
+// (under the default publish policy), then the original is acknowledged. The waiting queue is a
+// quorum queue without a consumer (WaitingQueue.Args): its x-dead-letter-exchange "" and
+// x-dead-letter-routing-key "<queue>" send each copy back to the queue when it expires,
+// at-least-once (x-dead-letter-strategy, with x-overflow=reject-publish), so a copy survives a
+// restart of the service and a stop or crash of the broker, even in the middle of its move
+// home. The cap (core.DeadLetterAfter) stops a delayed loop exactly like an immediate one,
+// because every copy carries its raised count. Per-message TTL on quorum queues needs RabbitMQ
+// 3.10 or later.
 //
 // RabbitMQ expires messages only at the head of a queue: a copy waits at least its own delay
 // and at most until every copy ahead of it has expired. A long delay at the head holds up every
@@ -34,9 +37,10 @@ const RetrySuffix = ".retry"
 // moves a delivery that reached the cap of core.DeadLetterAfter to the destination itself (a
 // copy with the final count), so the cap stops a delayed loop there too.
 //
-// With DeclareTopology(true) the waiting queue is declared with the subscription's queue;
-// otherwise the subscription checks passively that it exists and refuses to start without it
-// (declare it durable with x-dead-letter-exchange="" and x-dead-letter-routing-key=<queue>).
+// With DeclareTopology(true) the waiting queue is declared with the subscription's queue (one
+// left from an older settle, a classic queue, is refused by the server: delete it once its
+// copies have gone home). Otherwise the subscription reads its arguments back without
+// declaring and refuses to start unless it exists with WaitingQueue.Args.
 func DLXTTL() QueueOption {
 	return queueOption(func(c *queueConfig) error {
 		if err := validName("amqp.DLXTTL: waiting queue", c.name+RetrySuffix); err != nil {

@@ -9,20 +9,20 @@
 //   - Classic(b, "refunds", ...) — RabbitMQ does not count deliveries; settle does, in the
 //     settle-retry-count header (RetryCountHeader). Under core.DeadLetterAfter(n, dest) a retry
 //     below the cap publishes a copy back to the queue (default exchange, routing key = queue)
-//     with the count raised by one, then acknowledges the original — publish first, on the same
-//     channel, so a crash between the two duplicates and never loses. At the cap the copy goes to
-//     dest (default exchange, routing key = dest) carrying the final count. Without a cap a retry
-//     is a plain requeue. Copies are published as the publish policy says (see below).
-//   - Quorum(b, "payouts", ...) — the server counts (x-delivery-count). core.DeadLetterAfter(n,
-//     dest) becomes queue arguments: x-queue-type=quorum, x-delivery-limit=n-1 (RabbitMQ 3.10
-//     delivers a message limit+1 times), x-dead-letter-exchange="" and
-//     x-dead-letter-routing-key=dest; a retry stays a plain requeue and the server moves the
-//     message, whether the service runs or not. That needs DeclareTopology(true): without it the
-//     subscription refuses to start, because a queue declared elsewhere carries its owner's
-//     arguments. Without a cap the queue is declared with an explicit x-delivery-limit of
-//     DefaultDeliveryLimit (RabbitMQ 4's default), settable with DeliveryLimit, which needs a
-//     DeadLetterExchange route. Quorum queues publish copies too (dead letters at the cap,
-//     waiting-queue copies), under the same publish policy.
+//     with the count raised by one, then acknowledges the original. At the cap the copy goes to
+//     dest (default exchange, routing key = dest) carrying the final count and why it died.
+//     Without a cap a retry is a plain requeue.
+//   - Quorum(b, "payouts", ...) — the server counts (x-delivery-count). A retry is a plain
+//     requeue; core.DeadLetterAfter(n, dest) needs DeclareTopology(true) and becomes queue
+//     arguments: x-queue-type=quorum, x-delivery-limit=n, x-dead-letter-exchange="",
+//     x-dead-letter-routing-key=dest, x-dead-letter-strategy=at-least-once and
+//     x-overflow=reject-publish. settle itself moves a message at its cap (a confirmed copy with
+//     its count and reason); the delivery limit is the backstop for deliveries that never settle
+//     (RabbitMQ 3.10 delivers a message limit+1 times, so settle sees delivery n+1 and moves it
+//     without calling the handler; only a message whose every delivery dies is moved by the
+//     server, with x-death and no settle headers: read it with Deaths). Without a cap the queue
+//     gets an explicit x-delivery-limit of DefaultDeliveryLimit (RabbitMQ 4's default), settable
+//     with DeliveryLimit, which needs a DeadLetterExchange route.
 //
 // # Outcomes
 //
@@ -30,48 +30,128 @@
 //	drop             basic.reject requeue=false; the queue's own DLX (DeadLetterExchange) takes it
 //	retry            classic with a cap: copy with the count raised, then ack; otherwise
 //	                 basic.reject requeue=true
-//	retry after d    a copy with the count raised waits d, then the original is acknowledged
-//	dead letter      copy to the destination carrying the final count, then ack
-//	abandoned        basic.reject requeue=true: never acknowledged, it comes back
+//	retry after d    a copy with the count raised waits d (see Delays), then the original is acked
+//	dead letter      copy to the destination carrying the final count and reason, then ack
+//	abandoned        the consumer is cancelled, then basic.reject requeue=true: it comes back
 //
 // A drop on a quorum queue with a cap is acknowledged instead of rejected: that queue's
 // dead-letter route is settle's dead letter, which keeps only messages that spent their
 // attempts. A delayed copy is a new message with its count raised, so the cap stops a delayed
-// loop like an immediate one; on a quorum queue, whose server count starts over for the copy,
-// the transport itself moves a copy that reached the cap to the destination.
+// loop like an immediate one, on quorum queues too (the count is settle-retry-count +
+// x-delivery-count + 1). An abandoned delivery (the App stopping under a running handler)
+// first cancels the subscription's consumer, so that the returned message is not sent again to
+// the stopping consumer: on a quorum queue an abandon spends exactly one attempt, and a message
+// abandoned cap times goes to the dead letter without its handler ("not settled after N
+// attempts").
 //
-// Delays: without a delay backend a RetryAfter copy waits in the process (core.InProcessDelay):
-// at-most-once, logged for every copy, and lost if the service stops during the delay.
+// # Copies and publish policies
+//
+// Every copy settle publishes — a retry copy, a waiting-queue or delayed-exchange copy, a dead
+// letter; on classic and quorum queues — follows the queue's PublishPolicy (PublishWith):
+//
+//   - Confirmed (the default): the copy is published mandatory on one of the Broker's
+//     confirm-mode channels, and the original is acknowledged only once RabbitMQ confirmed it.
+//     A copy RabbitMQ returns (no queue bound: the dead letter or waiting queue was deleted,
+//     *ReturnError, ErrUnroutable), refuses (nack: a full queue under x-overflow reject-publish,
+//     ErrNotConfirmed) or does not confirm before its channel closes leaves the original
+//     unacknowledged: the settlement fails with that error, and the original is held back for a
+//     wait that doubles with each consecutive failure of copies to the same destination
+//     (CopyRetryBackoff, default 1s to 30s, on the Broker's clock) and is then rejected with
+//     requeue. So a refused copy never becomes an immediate redelivery loop; the failure is
+//     logged at error level at most once per 10 s per subscription (with how many were not
+//     logged) and counted in Broker.CopyStats. Nothing is lost: the message stays in its queue
+//     until a copy is taken. Copies to a delayed-message exchange (amqpdme) are confirmed but
+//     not mandatory (RoutesLater: the plugin routes only when the delay is over, and RabbitMQ
+//     would return every one).
+//   - FireAndForget (opt-in): the copy is published mandatory on the delivery's own channel and
+//     the original acknowledged right after it, without waiting. A crash between the two
+//     duplicates. Its loss window: a copy RabbitMQ does not take is lost, because its original
+//     is already acknowledged — one returned unroutable (counted in CopyStats.Lost and logged),
+//     one a full queue refuses under reject-publish, one in flight when the connection drops
+//     (neither is seen). It saves one confirmation round trip per failing message only: the
+//     acknowledgement path of messages that succeed is the same under both policies.
+//
+// Broker.CopyStats reports Published, Refused, Returned, Failed (originals held back and
+// returned) and Lost (FireAndForget) copies since the Broker was created, for metrics.
 //
 // # Attempts
 //
 // m.Attempt() is 1 on the first delivery. On a quorum queue it is settle-retry-count +
-// x-delivery-count + 1 (QuorumDelivery.RedeliveryCount reports x-delivery-count). A classic
-// queue reports only whether a message was delivered before (Delivery.Redelivered), so its
-// attempt is settle-retry-count + 1, plus one for a redelivered message: repeated returns of the
-// same message count once. A settle-retry-count that is not a decimal string counts as 0 and is
-// logged. Copies keep the body, content type, message and correlation ids and the user's
-// headers; they never carry the broker's x-death, x-first-death-* or x-last-death-* headers,
-// which describe another message's history (and which RabbitMQ 3.13+ ignores when set by a
-// client).
+// x-delivery-count + 1 (QuorumDelivery.RedeliveryCount reports x-delivery-count), counted when
+// the message is taken. A classic queue reports only whether a message was delivered before
+// (Delivery.Redelivered), so its attempt is settle-retry-count + 1, plus one when RabbitMQ
+// marks the delivery redelivered (it was requeued, held back and returned, or its channel
+// closed): however often the same message came back, that counts once. Consequences, with
+// core's cap at claim: a classic message returned unsettled at its last attempt (attempt = cap)
+// comes back as attempt cap+1 and goes to the dead letter without its handler ("not settled
+// after N attempts") — it was delivered more than cap times; a classic message returned again
+// and again at an earlier attempt counts only one extra attempt, so a crash loop on a classic
+// queue is bounded only by whoever stops it: use a quorum queue where that matters.
+//
+// Count headers are read strictly: settle-retry-count is a decimal string of digits (no sign,
+// no leading zero, as core.ParseCount reads it) — anything else counts as 0 and is logged, and
+// a value above core.MaxCount is clamped to it and logged; x-delivery-count is read within
+// [0, core.MaxCount] (a negative one as 0), logged when outside. Copies keep the body, content
+// type, message and correlation ids and the user's headers; they never carry the broker's
+// x-death, x-first-death-*, x-last-death-*, x-delivery-count or x-delay headers, which describe
+// another message's history (and which RabbitMQ 3.13+ ignores when set by a client).
+//
+// # Dead letters
+//
+// settle's dead letters carry core.DeadLetterInfo's headers: settle-retry-count (the final
+// count), settle-origin, settle-dead-at and settle-error (the outcome's cause or error text, at
+// most 1 KiB); read them with core.ParseDeadLetterInfo. A message RabbitMQ moved by itself (a
+// quorum queue's delivery-limit backstop, a queue's own DeadLetterExchange) carries x-death:
+// Deaths reads it.
+//
+// # Delays
+//
+// Without a delay backend a RetryAfter copy waits in the process (core.InProcessDelay):
+// at-most-once, and lost if the service stops during the delay; a subscription that starts
+// says so in its log. DLXTTL (DLXTTLNamed) parks the copy in a waiting queue with a
+// per-message expiration; amqpdme parks it in a delayed-message exchange.
+//
+// # At-least-once broker dead-lettering
+//
+// Every move RabbitMQ makes on settle's behalf is at-least-once, so that a broker stop or crash
+// in the middle of one loses nothing: quorum queues with a dead-letter route (a cap, or
+// DeadLetterExchange) declare x-dead-letter-strategy=at-least-once, and waiting queues are
+// quorum queues with the same strategy (for classic subscriptions too; per-message TTL on
+// quorum queues needs RabbitMQ 3.10+, and expires only at the head, as on classic queues).
+// RabbitMQ honours the strategy only with x-overflow=reject-publish, which settle declares with
+// it. What that changes for publishers: nothing while the queue has no length limit
+// (x-max-length, x-max-length-bytes); with one, a publishing past it is refused — nacked under
+// publisher confirms, dropped silently without them — instead of the oldest message being
+// dropped. Classic queues have no at-least-once dead-lettering: a classic queue's own
+// DeadLetterExchange route stays at-most-once.
+//
+// An acknowledgement has no confirmation in AMQP 0-9-1. A settlement reports success once its
+// frame is written; if RabbitMQ then drops it (a quorum queue without a known leader logs
+// "leader cast - leader not known. Command is dropped."), the message stays with the consumer
+// until its channel closes and is delivered again: a duplicate, never a loss, and on a quorum
+// queue the extra delivery counts towards the cap.
 //
 // # Topology
 //
 // With DeclareTopology(true) each subscription declares its exchanges (Bind), queue with its
-// arguments (Durable, Exclusive, AutoDelete, Arguments, DeadLetterExchange), bindings, and the
-// cap's dead-letter queue, idempotently, at start and after every reconnection. A queue that
-// exists with other arguments fails with a *TopologyError (ErrMismatch) showing the arguments
-// declared and the server's account of the difference. Off (the default), the subscription
-// checks passively that its queue and dead-letter queue exist and refuses to start naming what
-// is missing (ErrNotFound). Names and routing keys over 255 bytes are refused.
+// arguments (Durable, Exclusive, AutoDelete, Arguments, DeadLetterExchange), bindings, waiting
+// queue and the cap's dead-letter queue (a durable classic queue when missing), idempotently,
+// at start and after every reconnection. A queue that exists with other arguments fails with a
+// *TopologyError (ErrMismatch) showing the arguments declared and the server's account of the
+// difference. Off (the default), the subscription checks that its queue and dead-letter queue
+// exist (ErrNotFound) and reads the queue's arguments back without declaring anything (it
+// redeclares the queue with an unknown x-queue-type, which RabbitMQ refuses to create, and
+// learns each argument from the server's account of the difference): a Classic descriptor on a
+// quorum queue, a Quorum one on a classic queue, and a waiting queue that is not a quorum queue
+// dead-lettering at-least-once back to its queue are refused with a *TopologyError naming what
+// is missing and how to fix it. Names and routing keys over 255 bytes are refused.
 //
 // # Throughput and faults
 //
 // Prefetch(n) sets basic.qos per subscription; core.Workers(n) runs handlers concurrently.
 // Acknowledgements are coalesced: a contiguous run of settled delivery tags goes out as one
 // basic.ack with multiple=true when a prefetch's worth (at most 128) has settled or 2ms after the first
-// (rejections go out at once, one per message). A settlement reports success once its frame is
-// written.
+// (rejections go out at once, one per message).
 //
 // When the channel or connection drops, the consumer reconnects with backoff on the clock
 // (ReconnectBackoff), redeclares when declaring, consumes again and logs each step. Deliveries
@@ -79,6 +159,14 @@
 // the new one (RabbitMQ would close it for an unknown delivery tag); it fails with
 // ErrChannelGone and the broker returns the message by itself. Nothing acknowledged is lost; a
 // message whose acknowledgement was lost with the connection comes back (at-least-once).
+//
+// # Clusters
+//
+// URLs(node1, node2, node3) dials a cluster's nodes in turn, so a Broker whose node goes down
+// reconnects to another. Use quorum queues (replicated on the cluster's nodes) for the queues,
+// and declare their dead-letter queues as quorum queues too (settle declares a missing one as a
+// classic queue, which lives on one node). The package README shows a setup and the cluster
+// trial's figures.
 //
 // # Testing
 //

@@ -207,13 +207,15 @@ type ledger struct {
 	changed chan struct{} // a token after every settlement
 
 	mu     sync.Mutex
-	acked  map[string]map[int]int // queue → id → successful acknowledgements
-	dead   map[string]map[int]int // queue → id → successful dead-letter moves
-	failed int                    // settlements that failed (the message comes back)
+	acked  map[string]map[int]int      // queue → id → successful acknowledgements
+	dead   map[string]map[int]int      // queue → id → successful dead-letter moves
+	failed int                         // settlements that failed (the message comes back)
+	trail  map[string]map[int][]string // queue → id → every settlement, for a failure's report
 }
 
 func newLedger() *ledger {
-	return &ledger{acked: map[string]map[int]int{}, dead: map[string]map[int]int{}, changed: make(chan struct{}, 1)}
+	return &ledger{acked: map[string]map[int]int{}, dead: map[string]map[int]int{}, trail: map[string]map[int][]string{},
+		changed: make(chan struct{}, 1)}
 }
 
 func (l *ledger) observe(st core.Settlement) {
@@ -229,6 +231,11 @@ func (l *ledger) observe(st core.Settlement) {
 	}()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.trail[st.Queue] == nil {
+		l.trail[st.Queue] = map[int][]string{}
+	}
+	l.trail[st.Queue][id] = append(l.trail[st.Queue][id], fmt.Sprintf("%s attempt %d epoch %d err=%v",
+		st.Verdict, st.Delivery.Attempt(), amqp.Epoch(st.Delivery), st.Err))
 	if st.Err != nil {
 		l.failed++
 		return
@@ -269,6 +276,15 @@ func (l *ledger) waitFinished(t *testing.T, queue string, n int, d time.Duration
 		select {
 		case <-l.changed:
 		case <-timeout:
+			l.mu.Lock()
+			shown := 0
+			for id := 0; shown < 10 && id < 1<<20; id++ {
+				if tr, ok := l.trail[queue][id]; ok && l.acked[queue][id] == 0 && l.dead[queue][id] == 0 {
+					t.Logf("unfinished %d: %v", id, tr)
+					shown++
+				}
+			}
+			l.mu.Unlock()
 			t.Fatalf("queue %s: %d of %d messages finished after %v", queue, l.finished(queue), n, d)
 		}
 	}
