@@ -30,7 +30,7 @@ func realServer(t testing.TB) amqp.DialFunc {
 	dial := amqp.URL(url)
 	c, err := dial()
 	if err != nil {
-		coretest.ServerUnavailable(t, "RabbitMQ", "127.0.0.1:5672 (SETTLE_TEST_AMQP_URL)", err)
+		coretest.ServerUnavailable(t, "RabbitMQ", url+" (SETTLE_TEST_AMQP_URL)", err)
 	}
 	_ = c.Close()
 	return dial

@@ -1,7 +1,9 @@
 package coretest
 
 import (
+	"net/url"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -9,10 +11,12 @@ import (
 // that needs an unreachable server then fails instead of skipping.
 func RequireServers() bool { return os.Getenv("SETTLE_REQUIRE_SERVERS") == "1" }
 
-// ServerUnavailable skips t because the server it needs (what, at addr) cannot be reached,
-// with err as the reason; under SETTLE_REQUIRE_SERVERS=1 it fails t instead.
+// ServerUnavailable skips t because the server it needs (what, at addr: the address the test
+// actually tried, as it was configured) cannot be reached, with err as the reason; under
+// SETTLE_REQUIRE_SERVERS=1 it fails t instead. A password in a URL addr is shown as "xxxxx".
 func ServerUnavailable(t testing.TB, what, addr string, err error) {
 	t.Helper()
+	addr = redact(addr)
 	if RequireServers() {
 		t.Fatalf("%s at %s is required (SETTLE_REQUIRE_SERVERS=1) but unreachable: %v", what, addr, err)
 	}
@@ -25,4 +29,21 @@ func Env(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// redact hides the password of the URL that starts addr (what follows a space, such as the
+// variable that set it, is kept).
+func redact(addr string) string {
+	head, tail, _ := strings.Cut(addr, " ")
+	u, err := url.Parse(head)
+	if err != nil || u.User == nil {
+		return addr
+	}
+	if _, ok := u.User.Password(); !ok {
+		return addr
+	}
+	if tail != "" {
+		return u.Redacted() + " " + tail
+	}
+	return u.Redacted()
 }
