@@ -2,37 +2,46 @@
 # Vets and tests every module of the workspace (go test ./... at the root covers none of them).
 # Prints each module's package results, every skipped test with its reason and every failure in
 # full, one summary line per module, and fails if any module fails.
+#
+#   bash ci/test.sh                       # every module
+#   bash ci/test.sh core dialect-sqlite   # those modules only
+#
+# Tests run with -json and ci/testreport pairs every output line with the test that printed it:
+# parallel subtests print interleaved, so a skip's reason cannot be read from the line before it.
 set -u
 cd "$(dirname "$0")/.."
 
-mods=$(go list -m -f '{{.Dir}}')
+# With arguments (module folders, e.g. ci/test.sh core dialect-sqlite), only those modules.
+if [ $# -gt 0 ]; then
+	mods=$(for m in "$@"; do (cd "$m" && [ -f go.mod ] && pwd) || { echo "ci/test.sh: $m is not a module folder" >&2; exit 1; }; done) || exit 1
+else
+	mods=$(go list -m -f '{{.Dir}}')
+fi
 [ -n "$mods" ] || { echo "ci/test.sh: no modules in the workspace" >&2; exit 1; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# The report tool is a module of its own, outside the workspace; its tests run first.
+(cd ci/testreport && GOWORK=off go vet . && GOWORK=off go test -count=1 . >/dev/null && GOWORK=off go build -o "$tmp/testreport" .) || {
+	echo "ci/test.sh: ci/testreport does not build or pass its tests" >&2
+	exit 1
+}
 
 failed_mods=0 pass=0 fail=0 skip=0 summary=()
 for dir in $mods; do
 	name=${dir#"$PWD/"}
-	log=$(mktemp)
 	echo "== $name"
-	if (cd "$dir" && go vet ./... && go test -race -count=1 -v ./...) >"$log" 2>&1; then
-		result=ok
-	else
+	result=ok p=0 f=0 s=0
+	if ! (cd "$dir" && go vet ./...) >"$tmp/vet" 2>&1; then
+		cat "$tmp/vet"
 		result=FAIL
-		failed_mods=$((failed_mods + 1))
 	fi
-	p=$(grep -c -E '^\s*--- PASS' "$log")
-	f=$(grep -c -E '^\s*--- FAIL' "$log")
-	s=$(grep -c -E '^\s*--- SKIP' "$log")
+	(cd "$dir" && go test -race -count=1 -json ./...) >"$tmp/json" 2>&1
+	"$tmp/testreport" -counts "$tmp/counts" -exit $? <"$tmp/json" || result=FAIL
+	read -r p f s <"$tmp/counts" || result=FAIL
+	[ "$result" = FAIL ] && failed_mods=$((failed_mods + 1))
 	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
-	if [ "$result" = FAIL ]; then
-		cat "$log"
-	else
-		grep -E '^(ok|FAIL|\?)\s' "$log"
-		# Each skipped test with its reason: the last "file_test.go:N: ..." line printed before it.
-		awk '/^[[:space:]]+[^[:space:]]+_test\.go:[0-9]+: / { reason = $0; sub(/^[[:space:]]+/, "", reason) }
-			/^[[:space:]]*--- SKIP: / { name = $3; print "  skipped " name ": " reason }' "$log"
-	fi
 	summary+=("$(printf '%-4s %-22s %4d passed, %d failed, %d skipped' "$result" "$name" "$p" "$f" "$s")")
-	rm -f "$log"
 done
 
 echo

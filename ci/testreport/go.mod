@@ -1,0 +1,3 @@
+module github.com/settlehq/settle/ci/testreport
+
+go 1.25.0
