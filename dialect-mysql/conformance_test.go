@@ -19,12 +19,13 @@ func fixture(s testServer, flavour Flavour) sqlqueuetest.Open {
 	return func(t *testing.T) *sqlqueuetest.Fixture {
 		db := openDB(t, s)
 		if flavour != 0 {
-			db.dialect = newDialect(flavour, db.Database(), nil)
+			db.dialect = newDialect(flavour, nil)
 		}
 		pool := db.Pool()
 		return &sqlqueuetest.Fixture{
 			DB:          db.Queue(),
 			Dialect:     db.Dialect(),
+			Schema:      db.Database(),
 			CreateTable: db.CreateTable,
 			Exec: func(ctx context.Context, q string, args ...any) error {
 				_, err := pool.ExecContext(ctx, q, args...)

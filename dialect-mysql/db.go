@@ -222,7 +222,7 @@ func checkFoundRows(ctx context.Context, pool *sql.DB) error {
 
 func newDB(pool *sql.DB, owned bool, v Version, database string, o options, txOpts *sql.TxOptions) *DB {
 	db := &DB{pool: pool, owned: owned, version: v, database: database, iso: o.iso, txOpts: txOpts, log: o.log, clock: o.clock}
-	db.dialect = newDialect(v.Flavour, database, o.log)
+	db.dialect = newDialect(v.Flavour, o.log)
 	db.q = &queueDB{db: db}
 	return db
 }

@@ -215,24 +215,27 @@ func TestAdvisoryLocks(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c3.Close()
-		long := strings.Repeat("k", 100)
-		for _, key := range []string{"7", long} {
+		// Keys as the engine names them: the table as the catalogue identifies it, then the key.
+		prefix, otherPrefix := db.Database()+".jobs:", other.Database()+".jobs:"
+		long := prefix + strings.Repeat("k", 100)
+		for _, key := range []string{prefix + "7", long} {
 			if ok, err := db.dialect.TryLock(ctx, c1, key); err != nil || !ok {
 				t.Fatalf("TryLock(%q) on a free key = %v, %v", key, ok, err)
 			}
 			if ok, err := db.dialect.TryLock(ctx, c2, key); err != nil || ok {
 				t.Fatalf("TryLock(%q) held by another connection = %v, %v; want false", key, ok, err)
 			}
-			if ok, err := other.dialect.TryLock(ctx, c3, key); err != nil || !ok {
-				t.Fatalf("TryLock(%q) in another database = %v, %v; want true (names carry the database)", key, ok, err)
+			okey := otherPrefix + strings.TrimPrefix(key, prefix)
+			if ok, err := other.dialect.TryLock(ctx, c3, okey); err != nil || !ok {
+				t.Fatalf("TryLock(%q) of a table in another database = %v, %v; want true (keys carry the database)", okey, ok, err)
 			}
-			if err := other.dialect.Unlock(ctx, c3, key); err != nil {
+			if err := other.dialect.Unlock(ctx, c3, okey); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// The claim's candidate filter sees which keys are taken.
 		var free []int
-		rows, err := db.q.Query(ctx, "SELECT k FROM (SELECT 7 AS k UNION ALL SELECT 8) AS c WHERE IS_USED_LOCK("+lockNameSQL(db.dialect.lockPrefix, "CAST(c.k AS CHAR)")+") IS NULL")
+		rows, err := db.q.Query(ctx, "SELECT k FROM (SELECT 7 AS k UNION ALL SELECT 8) AS c WHERE IS_USED_LOCK("+lockNameSQL(prefix, "CAST(c.k AS CHAR)")+") IS NULL")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,7 +250,7 @@ func TestAdvisoryLocks(t *testing.T) {
 		if len(free) != 1 || free[0] != 8 {
 			t.Fatalf("free keys = %v, want [8]", free)
 		}
-		for _, key := range []string{"7", long} {
+		for _, key := range []string{prefix + "7", long} {
 			if err := db.dialect.Unlock(ctx, c1, key); err != nil {
 				t.Fatal(err)
 			}
@@ -257,7 +260,7 @@ func TestAdvisoryLocks(t *testing.T) {
 		}
 		// c1 does not hold "7" (c2 does): the release is not confirmed, c1 is closed for good,
 		// and the lock c2 holds is untouched.
-		err = db.dialect.Unlock(ctx, c1, "7")
+		err = db.dialect.Unlock(ctx, c1, prefix+"7")
 		if !errors.Is(err, ErrUnlockUnconfirmed) || !strings.Contains(err.Error(), "returned 0") {
 			t.Fatalf("Unlock of a lock held elsewhere = %v, want ErrUnlockUnconfirmed", err)
 		}

@@ -16,9 +16,8 @@ import (
 // finishing statement; they differ in INSERT … RETURNING (MariaDB only), which Publish uses
 // to learn a new row's id, and MySQL reads LAST_INSERT_ID() instead.
 type dialect struct {
-	flavour    Flavour
-	lockPrefix string // advisory lock names of this database start with it
-	log        *slog.Logger
+	flavour Flavour
+	log     *slog.Logger
 }
 
 var (
@@ -27,7 +26,48 @@ var (
 	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
 	_ sqlqueue.AdvisoryFilter  = (*dialect)(nil)
 	_ sqlqueue.ByIDHints       = (*dialect)(nil)
+	_ sqlqueue.TableIdentity   = (*dialect)(nil)
 )
+
+// tableSQL finds a table's schema and name as the catalogue stores them; an empty schema means
+// the connection's current database.
+const tableSQL = `SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES
+WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ?`
+
+// CanonicalTable returns t as information_schema.TABLES has it: the database filled in from the
+// connection's current one when t names none, and the names as the server stores them (folded
+// to lower case where lower_case_table_names says so). Where the catalogue compares names
+// without case but stores them as created, the stored name that equals t's exactly wins.
+func (d *dialect) CanonicalTable(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) (sqlqueue.TableRef, error) {
+	rows, err := q.Query(ctx, tableSQL, t.Schema, t.Name)
+	if err != nil {
+		return sqlqueue.TableRef{}, fmt.Errorf("mysql: resolving table %s: %w", t, err)
+	}
+	defer rows.Close()
+	var found []sqlqueue.TableRef
+	for rows.Next() {
+		var r sqlqueue.TableRef
+		if err := rows.Scan(&r.Schema, &r.Name); err != nil {
+			return sqlqueue.TableRef{}, fmt.Errorf("mysql: resolving table %s: %w", t, err)
+		}
+		found = append(found, r)
+	}
+	if err := rows.Err(); err != nil {
+		return sqlqueue.TableRef{}, fmt.Errorf("mysql: resolving table %s: %w", t, err)
+	}
+	switch len(found) {
+	case 0:
+		return sqlqueue.TableRef{}, fmt.Errorf("mysql: table %s does not exist in information_schema.TABLES", t)
+	case 1:
+		return found[0], nil
+	}
+	for _, r := range found {
+		if r.Name == t.Name && (t.Schema == "" || r.Schema == t.Schema) {
+			return r, nil
+		}
+	}
+	return sqlqueue.TableRef{}, fmt.Errorf("mysql: table %s matches %d tables that differ only in case: %v", t, len(found), found)
+}
 
 // UpdateByIDs pins the primary key on the engine's UPDATEs that name many rows by id (a grouped
 // lease settlement, the lease claim's stamp): InnoDB's statistics of a queue table are nearly
@@ -51,11 +91,11 @@ func (d *dialect) DeleteByIDs(qtable string) string {
 // skipLocked follows a claim's SELECT: rows another claim holds are passed over, not waited for.
 const skipLocked = " FOR UPDATE SKIP LOCKED"
 
-func newDialect(f Flavour, database string, log *slog.Logger) *dialect {
+func newDialect(f Flavour, log *slog.Logger) *dialect {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &dialect{flavour: f, lockPrefix: lockNamePrefix(database), log: log}
+	return &dialect{flavour: f, log: log}
 }
 
 // Name is "mysql" or "mariadb".
@@ -206,7 +246,7 @@ var ErrUnlockUnconfirmed = errors.New("mysql: advisory lock release not confirme
 // TryLock takes the key's lock with GET_LOCK(name, 0) on c, without waiting. The name is
 // settle's prefix, the database and the key, hashed past 64 characters (lockName).
 func (d *dialect) TryLock(ctx context.Context, c sqlqueue.Conn, key string) (bool, error) {
-	rows, err := c.Query(ctx, "SELECT GET_LOCK(?, 0)", lockName(d.lockPrefix, key))
+	rows, err := c.Query(ctx, "SELECT GET_LOCK(?, 0)", lockName(key))
 	if err != nil {
 		return false, err
 	}
@@ -221,7 +261,7 @@ func (d *dialect) TryLock(ctx context.Context, c sqlqueue.Conn, key string) (boo
 // confirm (an error, or a result other than 1) closes c for good, so that whatever c held
 // goes with its session, and is reported as ErrUnlockUnconfirmed.
 func (d *dialect) Unlock(ctx context.Context, c sqlqueue.Conn, key string) error {
-	name := lockName(d.lockPrefix, key)
+	name := lockName(key)
 	rows, err := c.Query(ctx, "SELECT RELEASE_LOCK(?)", name)
 	var got *int64
 	if err == nil {
@@ -265,5 +305,5 @@ func scanOne(rows sqlqueue.Rows, dst any) error {
 // candidates query: IS_USED_LOCK of the same name TryLock would take, spelled in SQL by
 // lockNameSQL (Go and SQL agree on every name, digests past 64 characters included).
 func (d *dialect) KeyFree(prefix, keyText string) string {
-	return "IS_USED_LOCK(" + lockNameSQL(d.lockPrefix+prefix, keyText) + ") IS NULL"
+	return "IS_USED_LOCK(" + lockNameSQL(prefix, keyText) + ") IS NULL"
 }

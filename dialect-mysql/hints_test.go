@@ -18,7 +18,7 @@ import (
 )
 
 func TestByIDHintShapes(t *testing.T) {
-	d := newDialect(MariaDB, "shop", nil)
+	d := newDialect(MariaDB, nil)
 	if got, want := d.UpdateByIDs("`s`.`jobs`"), "UPDATE `s`.`jobs` FORCE INDEX (PRIMARY)"; got != want {
 		t.Errorf("UpdateByIDs = %s; want %s", got, want)
 	}
@@ -26,7 +26,7 @@ func TestByIDHintShapes(t *testing.T) {
 		t.Errorf("DeleteByIDs = %s; want %s", got, want)
 	}
 	// The advisory candidates' filter is the dialect's KeyFree.
-	want := "IS_USED_LOCK(" + lockNameSQL("settle:shop:jobs:", "CAST(`id` AS CHAR)") + ") IS NULL"
+	want := "IS_USED_LOCK(" + lockNameSQL("jobs:", "CAST(`id` AS CHAR)") + ") IS NULL"
 	if got := d.KeyFree("jobs:", "CAST(`id` AS CHAR)"); got != want {
 		t.Errorf("KeyFree\n got %s\nwant %s", got, want)
 	}
@@ -171,7 +171,7 @@ func FuzzStatementHints(f *testing.F) {
 	local := &DB{pool: pool}
 	local.q = &queueDB{db: local}
 	server, scratch := scratchDatabase(f, coretest.Env(mariadbEnv, mariadbDefault))
-	d := newDialect(MariaDB, "shop", nil)
+	d := newDialect(MariaDB, nil)
 	f.Fuzz(func(t *testing.T, text, schema, name, id string, drop uint8) {
 		send := func(how string, q sqlqueue.Queryer, query bool) {
 			var err error

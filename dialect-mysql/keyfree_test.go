@@ -44,8 +44,8 @@ func TestAdvisorySkipsKeysHeldElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	// The name the engine locks for a row: "<table>:<id>" under the database's prefix.
-	name := lockName(db.dialect.lockPrefix, "jobs:"+itoa(first))
+	// The name the engine locks for a row: "<database>.<table>:<id>" under settle's prefix.
+	name := lockName(db.Database() + ".jobs:" + itoa(first))
 	var got int
 	if err := other.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", name).Scan(&got); err != nil || got != 1 {
 		t.Fatalf("GET_LOCK(%s) = %d, %v", name, got, err)

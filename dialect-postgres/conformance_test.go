@@ -33,6 +33,7 @@ func fixtureWith(t *testing.T, opts ...postgres.Option) *sqlqueuetest.Fixture {
 	return &sqlqueuetest.Fixture{
 		DB:      e.db.Queue(),
 		Dialect: e.db.Dialect(),
+		Schema:  e.schema,
 		CreateTable: func(ctx context.Context, tb sqlqueue.Table) error {
 			return e.db.CreateTable(ctx, tb)
 		},

@@ -41,6 +41,7 @@ var (
 	_ sqlqueue.RowLockDialect  = (*dialect)(nil)
 	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
 	_ sqlqueue.Mover           = (*dialect)(nil)
+	_ sqlqueue.TableIdentity   = (*dialect)(nil)
 	_ sqlqueue.AdvisoryFilter  = (*dialect)(nil)
 	_ sqlqueue.GroupedRowLock  = (*dialect)(nil)
 	_ sqlqueue.Notifier        = (*notifyDialect)(nil)
@@ -233,10 +234,32 @@ func (*dialect) GroupRowLockSettlements() bool { return true }
 // in pg_locks as classid = its high 32 bits, objid = its low 32 bits, objsubid = 1.) PostgreSQL
 // runs the subquery once per candidates query, not once per row.
 func (d *dialect) KeyFree(prefix, keyText string) string {
-	return fmt.Sprintf(d.keyFunc, "('"+prefix+"' || "+keyText+")") +
+	return fmt.Sprintf(d.keyFunc, "('"+strings.ReplaceAll(prefix, "'", "''")+"' || "+keyText+")") +
 		" NOT IN (SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l" +
 		" WHERE l.locktype = 'advisory' AND l.objsubid = 1" +
 		" AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))"
+}
+
+// CanonicalTable resolves t through the catalogue as PostgreSQL does for a statement on this
+// connection (to_regclass: an unqualified name through the search_path), and returns the
+// schema and name it finds, as stored: "public"."jobs" for both jobs and public.jobs.
+func (d *dialect) CanonicalTable(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) (sqlqueue.TableRef, error) {
+	rows, err := q.Query(ctx, `SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, quoteRef(t))
+	if err != nil {
+		return sqlqueue.TableRef{}, fmt.Errorf("postgres: resolving table %s: %w", t, err)
+	}
+	defer rows.Close()
+	var out sqlqueue.TableRef
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return out, fmt.Errorf("postgres: resolving table %s: %w", t, err)
+		}
+		return out, fmt.Errorf("postgres: table %s does not exist (to_regclass found no relation)", t)
+	}
+	if err := rows.Scan(&out.Schema, &out.Name); err != nil {
+		return out, fmt.Errorf("postgres: resolving table %s: %w", t, err)
+	}
+	return out, rows.Close()
 }
 
 // MoveStatement moves rows in one statement: WITH moved AS (DELETE … RETURNING *) INSERT INTO

@@ -438,9 +438,10 @@ func TestAdvisorySkipsKeysHeldElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	// The key the engine locks for a row: "<table>:" and the dialect's KeyText of its id.
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('jobs:' || tableoid::text || ':' || id::text, 0))
-		FROM jobs WHERE id = (SELECT min(id) FROM jobs)`); err != nil {
+	// The key the engine locks for a row: "<schema>.<table>:" (the table as the catalogue
+	// names it) and the dialect's KeyText of its id.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1 || tableoid::text || ':' || id::text, 0))
+		FROM jobs WHERE id = (SELECT min(id) FROM jobs)`, e.schema+".jobs:"); err != nil {
 		t.Fatal(err)
 	}
 	v := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))

@@ -37,6 +37,7 @@ func openFixture(t *testing.T) *sqlqueuetest.Fixture {
 	return &sqlqueuetest.Fixture{
 		DB:          db.Queue(),
 		Dialect:     db.Dialect(),
+		Schema:      "main",
 		CreateTable: db.CreateTable,
 		Exec: func(ctx context.Context, q string, args ...any) error {
 			_, err := db.Pool().ExecContext(ctx, q, args...)

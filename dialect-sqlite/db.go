@@ -283,8 +283,9 @@ func (c connector) Connect(context.Context) (driver.Conn, error) { return c.drv.
 func (c connector) Driver() driver.Driver                        { return c.drv }
 
 func newDB(pool *sql.DB, owned bool, path string, o options) *DB {
-	return &DB{pool: pool, owned: owned, q: &lockedDB{db: sqlqueue.StdDB(pool), w: writers.get(path, o.busy, o.log)},
-		path: path, dialect: &dialect{path: path}, log: o.log, clock: o.clock}
+	keys := sqlqueue.LocalKeysFor(path)
+	return &DB{pool: pool, owned: owned, q: &lockedDB{db: sqlqueue.StdDB(pool), w: writers.get(path, o.busy, o.log), keys: keys},
+		path: path, dialect: &dialect{keys: keys}, log: o.log, clock: o.clock}
 }
 
 // writers holds one writer per database file, shared by every DB opened on it in the process.
@@ -333,10 +334,47 @@ func Lease(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	return sqlqueue.NewLease(db.dialect, db.q, t, group)
 }
 
-// Advisory returns the advisory-lock-form endpoint of the queue table t. Keys serialise within
-// this process only.
+// Advisory returns the advisory-lock-form endpoint of the queue table t. Keys live in this
+// process (sqlqueue.LocalKeys): while a subscription runs, the process holds an exclusive lock
+// on a companion file (the database file's name plus "-settle-keys"), and a subscription of
+// another process on the same file is refused at start with an error matching
+// sqlqueue.ErrKeysHeldElsewhere. Several processes on one file use the lease form.
 func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
-	return sqlqueue.NewAdvisory(db.dialect, db.q, t, group)
+	ep, err := sqlqueue.NewAdvisory(db.dialect, db.q, t, group)
+	if err != nil {
+		return nil, err
+	}
+	return &advisoryEndpoint{Endpoint: ep, keys: db.dialect.keys}, nil
+}
+
+// advisoryEndpoint holds the companion file's lock while its subscription runs.
+type advisoryEndpoint struct {
+	core.Endpoint
+	keys *sqlqueue.LocalKeys
+}
+
+func (e *advisoryEndpoint) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
+	release, err := e.keys.Hold()
+	if err != nil {
+		return nil, nil, fmt.Errorf("sqlite: advisory subscription %q: %w", sub.Name, err)
+	}
+	src, fin, err := e.Endpoint.Open(ctx, sub)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return &heldSource{Source: src, release: release}, fin, nil
+}
+
+// heldSource gives the companion file's lock back when the subscription's source closes.
+type heldSource struct {
+	core.Source
+	release func()
+}
+
+func (s *heldSource) Close() error {
+	defer s.release()
+	return s.Source.Close()
 }
 
 // NewPublisher returns a publisher for the queue table t (and group). Its clock is the DB's

@@ -2,8 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/settlehq/settle/core/sqlqueue"
@@ -11,12 +11,13 @@ import (
 
 // dialect spells SQL for SQLite. It supports the lease and advisory forms.
 type dialect struct {
-	path string // advisory keys are per database file
+	keys *sqlqueue.LocalKeys // advisory keys: per database file, in this process
 }
 
 var (
 	_ sqlqueue.LeaseDialect    = (*dialect)(nil)
 	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
+	_ sqlqueue.TableIdentity   = (*dialect)(nil)
 )
 
 // TimeFormat is how times are stored: UTC, microseconds, fixed width, so text order is time order.
@@ -65,6 +66,32 @@ func (*dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.Tabl
 	return out, rows.Err()
 }
 
+// CanonicalTable returns t as the database file lists it (pragma_table_list): schema "main"
+// when t names none, and both names as they were created, since SQLite compares identifiers
+// without regard to ASCII case (jobs, JOBS and main.Jobs are one table).
+func (*dialect) CanonicalTable(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) (sqlqueue.TableRef, error) {
+	schema := t.Schema
+	if schema == "" {
+		schema = "main"
+	}
+	rows, err := q.Query(ctx, "SELECT schema, name FROM pragma_table_list WHERE schema = ? COLLATE NOCASE AND name = ? COLLATE NOCASE", schema, t.Name)
+	if err != nil {
+		return sqlqueue.TableRef{}, fmt.Errorf("sqlite: resolving table %s: %w", t, err)
+	}
+	defer rows.Close()
+	var out sqlqueue.TableRef
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return out, fmt.Errorf("sqlite: resolving table %s: %w", t, err)
+		}
+		return out, fmt.Errorf("sqlite: table %s does not exist", t)
+	}
+	if err := rows.Scan(&out.Schema, &out.Name); err != nil {
+		return out, fmt.Errorf("sqlite: resolving table %s: %w", t, err)
+	}
+	return out, rows.Close()
+}
+
 // kind follows SQLite's type affinity rules, with JSON and date/time names recognised.
 func kind(decl string) sqlqueue.ColumnKind {
 	t := strings.ToUpper(decl)
@@ -92,31 +119,14 @@ func (*dialect) LeaseClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
 // KeyText casts a key expression to TEXT.
 func (*dialect) KeyText(expr string) string { return "CAST(" + expr + " AS TEXT)" }
 
-// keys is the process's advisory key registry: database file + key → holding connection.
-var keys = struct {
-	sync.Mutex
-	held map[string]sqlqueue.Conn
-}{held: make(map[string]sqlqueue.Conn)}
-
-// TryLock takes key in the in-process registry for c.
+// TryLock takes key for c in the file's in-process registry (sqlqueue.LocalKeys). It is
+// re-entrant: a key c holds is granted again.
 func (d *dialect) TryLock(_ context.Context, c sqlqueue.Conn, key string) (bool, error) {
-	k := d.path + "\x00" + key
-	keys.Lock()
-	defer keys.Unlock()
-	if h, ok := keys.held[k]; ok && h != c {
-		return false, nil
-	}
-	keys.held[k] = c
-	return true, nil
+	return d.keys.TryLock(c, key), nil
 }
 
 // Unlock releases key held by c.
 func (d *dialect) Unlock(_ context.Context, c sqlqueue.Conn, key string) error {
-	k := d.path + "\x00" + key
-	keys.Lock()
-	defer keys.Unlock()
-	if keys.held[k] == c {
-		delete(keys.held, k)
-	}
+	d.keys.Unlock(c, key)
 	return nil
 }

@@ -168,3 +168,26 @@ func TestNewChecksThePool(t *testing.T) {
 		}
 	}
 }
+
+// TestCanonicalTable: every spelling SQLite resolves to one table names it the same way.
+func TestCanonicalTable(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateTable(ctx, sqlqueue.StandardTable("Jobs")); err != nil {
+		t.Fatal(err)
+	}
+	want := sqlqueue.TableRef{Schema: "main", Name: "Jobs"}
+	for _, ref := range []sqlqueue.TableRef{{Name: "Jobs"}, {Name: "jobs"}, {Schema: "MAIN", Name: "JOBS"}, {Schema: "main", Name: "Jobs"}} {
+		got, err := db.dialect.CanonicalTable(ctx, db.Queue(), ref)
+		if err != nil || got != want {
+			t.Errorf("CanonicalTable(%v) = %v, %v; want %v", ref, got, err, want)
+		}
+	}
+	if _, err := db.dialect.CanonicalTable(ctx, db.Queue(), sqlqueue.TableRef{Name: "nope"}); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("CanonicalTable of a missing table: %v", err)
+	}
+}

@@ -79,8 +79,9 @@ func writes(sql string) bool {
 
 // lockedDB is a sqlqueue.DB whose transactions and writing statements take the writer's turn.
 type lockedDB struct {
-	db sqlqueue.DB
-	w  *writer
+	db   sqlqueue.DB
+	w    *writer
+	keys *sqlqueue.LocalKeys // advisory keys a discarded connection held go with it
 }
 
 func (l *lockedDB) Exec(ctx context.Context, sql string, args ...any) (sqlqueue.Result, error) {
@@ -134,7 +135,7 @@ func (l *lockedDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &lockedConn{Conn: c, w: l.w}, nil
+	return &lockedConn{Conn: c, w: l.w, keys: l.keys}, nil
 }
 
 type lockedTx struct {
@@ -179,7 +180,15 @@ func (r *lockedRows) Close() error {
 
 type lockedConn struct {
 	sqlqueue.Conn
-	w *writer
+	w    *writer
+	keys *sqlqueue.LocalKeys
+}
+
+// Discard closes the connection for good and releases the advisory keys it held, as a
+// server's session takes its advisory locks with it.
+func (c *lockedConn) Discard() error {
+	c.keys.ReleaseConn(c)
+	return c.Conn.Discard()
 }
 
 func (c *lockedConn) Exec(ctx context.Context, sql string, args ...any) (sqlqueue.Result, error) {

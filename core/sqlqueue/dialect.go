@@ -232,8 +232,10 @@ type AdvisoryDialect interface {
 // candidate window while free rows wait behind them.
 type AdvisoryFilter interface {
 	// KeyFree returns a SQL predicate that holds when the key TryLock would be given for a row
-	// is held by no session. That key is prefix (a literal of letters, digits, _, $, . and :,
-	// safe to quote) followed by the text of keyText (the KeyText expression over the row).
+	// is held by no session. That key is prefix (the table's name, canonical where the dialect
+	// is a TableIdentity, and a colon: text to spell as a string literal, escaped as the
+	// dialect escapes literals, since a schema from the catalogue may hold any character)
+	// followed by the text of keyText (the KeyText expression over the row).
 	KeyFree(prefix, keyText string) string
 }
 
@@ -275,6 +277,19 @@ type RowLocking interface {
 	// session's; the engine runs it at the start of every transaction it bounds, so each
 	// sees the subscription's value.
 	LockTimeout(d time.Duration, session bool) string
+}
+
+// TableIdentity is an optional interface of an AdvisoryDialect whose tables can be spelled
+// several ways: with or without the schema (database) unqualified names resolve to, or in
+// another case where the server folds it. The advisory form names every key after the table,
+// and two spellings of one table must give one name, or two subscriptions would hold the same
+// row at once; the engine asks once, when a subscription opens, and names the keys after the
+// TableRef returned. Without it keys are named after the table as the subscription spells it.
+type TableIdentity interface {
+	// CanonicalTable returns the table t names as the server identifies it: its schema
+	// resolved from the catalogue when t has none, and both names as the catalogue stores
+	// them. Every spelling of one table gives the same TableRef.
+	CanonicalTable(ctx context.Context, q Queryer, t TableRef) (TableRef, error)
 }
 
 // ByIDHints is an optional interface of a Dialect whose optimizer has to be told how to find

@@ -106,6 +106,7 @@ type runtime struct {
 	stopLn func()
 	dlRef  TableRef // the dead-letter table, in a table without a group column
 	table  string   // the table's name, for errors
+	keys   string   // advisory form: the table's name in its keys (TableIdentity), else table
 
 	// countAtClaim: the row-lock form commits attempt + 1 before it locks the rows it claims
 	// (see CountAtClaim), so its settlements do not count again.
@@ -166,6 +167,14 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 	// Counting at claim locks the counted rows again by id: it needs the dialect's lock clause.
 	rt.countAtClaim = q.form == FormRowLock && q.schema.Attempt != "" && cfg.events[EventClaim] == nil && rt.rowLocks != nil &&
 		(cfg.count > 0 || (cfg.count == 0 && sub.Options.Cap > 0))
+	rt.keys = rt.table
+	if ti, ok := q.d.(TableIdentity); ok && q.form == FormAdvisory {
+		ref, err := ti.CanonicalTable(ctx, q.db, q.schema.Table.Ref())
+		if err != nil {
+			return nil, nil, fmt.Errorf("sqlqueue: queue %q: resolving table %s for its advisory keys: %w", q.name, rt.table, err)
+		}
+		rt.keys = ref.String()
+	}
 	if err := rt.render(); err != nil {
 		return nil, nil, err
 	}
@@ -291,8 +300,14 @@ func (rt *runtime) nextToken(t time.Time) time.Time {
 	}
 }
 
-// keyPrefix starts every advisory key of the queue's rows: the table's name and a colon.
-func (rt *runtime) keyPrefix() string { return rt.table + ":" }
+// keyPrefix starts every advisory key of the queue's rows: the table's name (canonical, from
+// TableIdentity) and a colon.
+func (rt *runtime) keyPrefix() string {
+	if rt.keys == "" {
+		return rt.table + ":"
+	}
+	return rt.keys + ":"
+}
 
 func (rt *runtime) now() time.Time { return rt.clock.Now().UTC().Truncate(time.Microsecond) }
 

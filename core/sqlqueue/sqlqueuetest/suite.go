@@ -58,6 +58,11 @@ type Fixture struct {
 	Rows func(ctx context.Context, t sqlqueue.Table) ([]Row, error)
 	// Lease, RowLock and Advisory construct endpoints; nil when the dialect lacks the form.
 	Lease, RowLock, Advisory Endpoint
+	// Schema is the schema (database) that unqualified table names resolve to on DB, as the
+	// catalogue spells it ("main" on SQLite, the search_path's first schema on PostgreSQL, the
+	// connection's database on MySQL). With it the suite checks that two spellings of one table
+	// share advisory keys; empty skips that case.
+	Schema string
 	// TimeEqual compares a stored time with the time the engine wrote (default: equal to the
 	// microsecond).
 	TimeEqual func(stored, want time.Time) bool
@@ -79,7 +84,7 @@ func Run(t *testing.T, open Open) {
 	for _, g := range []struct {
 		name string
 		run  func(*testing.T, Open)
-	}{{"Outcomes", RunOutcomes}, {"Lease", RunLease}, {"Behaviour", RunBehaviour}, {"BadInput", RunBadInput}} {
+	}{{"Outcomes", RunOutcomes}, {"Lease", RunLease}, {"Behaviour", RunBehaviour}, {"BadInput", RunBadInput}, {"Identity", RunIdentity}} {
 		check := leaks.Check(t)
 		if t.Run(g.name, func(t *testing.T) { g.run(t, open) }) {
 			check() // a failed group may leave goroutines behind; its failure says enough
