@@ -3,6 +3,7 @@ package sqlqueue
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/settlehq/settle/core"
@@ -18,6 +19,7 @@ type advisory struct {
 
 	buf      []*delivery
 	pos      int
+	out      outage // while the database does not answer
 	released chan struct{}
 
 	mu    sync.Mutex
@@ -51,9 +53,16 @@ func (a *advisory) Next(ctx context.Context) (core.Delivery, error) {
 		}
 		woken := a.rt.wake.wait()
 		n, err := a.take(ctx)
+		if a.rt.connLost(err) {
+			if err := a.rt.awaitServer(ctx, &a.out, err); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
+		a.rt.serverBack(&a.out)
 		if n > 0 {
 			continue
 		}
@@ -120,14 +129,21 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 		}
 		ac := free[0]
 		if ac.c == nil {
-			conn, err := rt.db.Conn(context.WithoutCancel(ctx))
-			if err != nil {
+			if err := a.dedicate(ctx, ac); err != nil {
 				return len(a.buf), err
 			}
-			ac.c = conn
 		}
 		key := prefix + c.key
 		ok, err := a.ad.TryLock(ctx, ac.c, key)
+		if err != nil && rt.connLost(err) {
+			// A dedicated connection that went stale (the server restarted, the network
+			// dropped) is replaced at once, not reported: that would back the whole
+			// subscription off for a connection the pool can simply make again.
+			a.discard(ac)
+			if err = a.dedicate(ctx, ac); err == nil {
+				ok, err = a.ad.TryLock(ctx, ac.c, key)
+			}
+		}
 		if err != nil {
 			a.discard(ac)
 			return len(a.buf), fmt.Errorf("sqlqueue: locking advisory key %q: %w", key, err)
@@ -139,7 +155,12 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 		if err != nil || d == nil {
 			a.unlock(ac, key)
 			if err != nil {
-				return len(a.buf), err
+				if rt.connLost(err) || len(a.buf) > 0 {
+					return len(a.buf), err
+				}
+				// The row could not be taken (held locked by another session past the lock
+				// timeout, say): the others can.
+				rt.log.Warn("sqlqueue: taking a row failed; passing over it", "queue", rt.q.name, "message_id", strconv.FormatInt(c.id, 10), "error", err)
 			}
 			continue
 		}
@@ -151,6 +172,24 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 		a.buf = append(a.buf, d)
 	}
 	return len(a.buf), nil
+}
+
+// dedicate gives ac a connection of its own from the pool, whose row-lock waits are bounded by
+// the subscription's lock timeout.
+func (a *advisory) dedicate(ctx context.Context, ac *advConn) error {
+	rt := a.rt
+	conn, err := rt.db.Conn(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	if rt.lockSession != "" {
+		if _, err := conn.Exec(ctx, rt.lockSession); err != nil {
+			_ = conn.Discard()
+			return err
+		}
+	}
+	ac.c = conn
+	return nil
 }
 
 // stamp counts the attempt of a row whose key is held and reads it; nil when the row is no
@@ -280,7 +319,11 @@ func (a *advisory) Close() error {
 	var err error
 	for _, ac := range a.conns {
 		if ac.c != nil {
-			if e := ac.c.Close(); e != nil && err == nil {
+			closeConn := ac.c.Close
+			if a.rt.lockSession != "" {
+				closeConn = ac.c.Discard // its session carries the subscription's lock timeout
+			}
+			if e := closeConn(); e != nil && err == nil {
 				err = e
 			}
 			ac.c = nil

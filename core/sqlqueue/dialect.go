@@ -324,6 +324,18 @@ func deleteByIDs(d Dialect, qtable string) string {
 	return "DELETE FROM " + qtable
 }
 
+// ConnLoss is an optional interface of a Dialect that tells a lost or refused connection (the
+// server restarted, the network dropped, the server is not accepting connections yet) from
+// other errors. On such an error a claim does not fail the subscription's Next (which would
+// escalate core's backoff, up to seconds, while the server restarts): the engine replaces the
+// connection, or waits for the server itself with a short backoff capped at ReconnectMax, and
+// claims again as soon as it answers. Dedicated connections (advisory form) that went stale are
+// replaced the same way.
+type ConnLoss interface {
+	// ConnLost reports whether err means the connection was lost or could not be made.
+	ConnLost(err error) bool
+}
+
 // Pipeliner is an optional interface of a DB whose driver sends several statements in one
 // round trip and runs them as one transaction (PostgreSQL: a pgx batch, which the extended
 // protocol runs in one implicit transaction). The lease form then settles the finished

@@ -40,6 +40,7 @@ type lease struct {
 	watch    sync.Once
 	giving   sync.Mutex // held while giving back
 	claimBuf []Claimed
+	out      outage // while the database does not answer
 
 	mu          sync.Mutex
 	batches     []*leaseBatch
@@ -110,9 +111,16 @@ func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 		l.srcMu.Unlock()
 		woken := l.rt.wake.wait()
 		b, err := l.flushAndClaim(ctx)
+		if l.rt.connLost(err) {
+			if err := l.rt.awaitServer(ctx, &l.out, err); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
+		l.rt.serverBack(&l.out)
 		if b != nil {
 			l.srcMu.Lock()
 			l.cur, l.pos = b, 0

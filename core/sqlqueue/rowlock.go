@@ -22,6 +22,7 @@ type rowLock struct {
 	group    bool // the dialect settles a claim's acks and drops with one statement
 	claimBuf []Claimed
 	ready    chan struct{} // a batch may hand out its next row (transactional mode)
+	out      outage        // while the database does not answer
 
 	// size is how many rows the next claim takes: it starts at one and doubles with every
 	// claim that commits cleanly, up to BatchSize, and halves with every claim that fails or
@@ -67,9 +68,16 @@ func (r *rowLock) Next(ctx context.Context) (core.Delivery, error) {
 		}
 		woken := r.rt.wake.wait()
 		n, err := r.claim(ctx)
+		if r.rt.connLost(err) {
+			if err := r.rt.awaitServer(ctx, &r.out, err); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
+		r.rt.serverBack(&r.out)
 		if n > 0 {
 			continue
 		}
