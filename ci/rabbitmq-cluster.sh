@@ -64,6 +64,11 @@ start_node() {
 
 kill_node() {
 	local nd="$1/node$2" pid
+	if ! { [ -f "$nd/beam.pid" ] && kill -0 "$(cat "$nd/beam.pid")" 2>/dev/null; }; then
+		# No pid file (the node is still starting, or it was removed): ask the node its pid.
+		pid=$(ctl "$1" "$2" eval 'list_to_integer(os:getpid()).' 2>/dev/null | tr -dc '0-9') || true
+		[ -n "$pid" ] && echo "$pid" >"$nd/beam.pid"
+	fi
 	for f in beam.pid group.pid; do
 		[ -f "$nd/$f" ] || continue
 		pid=$(cat "$nd/$f")

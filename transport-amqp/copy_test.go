@@ -166,3 +166,18 @@ func TestFireAndForgetReturnedCopyCountedLost(t *testing.T) {
 		}
 	})
 }
+
+// Publish under WithConfirm is mandatory: a message no queue takes is an error, not a silent
+// drop (the outbox relay's copies rely on it).
+func TestPublishConfirmedUnroutableRefused(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, true)
+		ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+		defer cancel()
+		err := amqp.Publish(ctx, r.broker, "", r.q("nowhere"), "m", amqp.WithConfirm())
+		var re *amqp.ReturnError
+		if !errors.Is(err, amqp.ErrUnroutable) || !errors.As(err, &re) || re.Code != amqp091.NoRoute {
+			t.Fatalf("publish to no queue: %v", err)
+		}
+	})
+}

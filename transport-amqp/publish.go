@@ -64,8 +64,10 @@ func Transient() PublishOption {
 	return func(p *publishing) error { p.transient = true; return nil }
 }
 
-// WithConfirm waits until RabbitMQ confirms the message (publisher confirms); Publish returns
-// ErrNotConfirmed when it is refused or the channel closes first.
+// WithConfirm publishes the message mandatory and waits until RabbitMQ confirms it (publisher
+// confirms): Publish returns a *ReturnError (ErrUnroutable) when no queue is bound for it, and
+// ErrNotConfirmed when it is refused (a full queue under x-overflow reject-publish) or the
+// channel closes first. Without it a message that reaches no queue is dropped silently.
 func WithConfirm() PublishOption {
 	return func(p *publishing) error { p.confirm = true; return nil }
 }
