@@ -275,7 +275,8 @@ func (s *subscription) handle(ctx context.Context, m *core.Message[[]byte]) erro
 	msg := toWatermill(m.Delivery(), m.Payload)
 	mctx, cancel := context.WithCancel(s.ctx)
 	defer cancel() // the message's context ends with its settlement
-	msg.SetContext(mctx)
+	why := &cause{}
+	msg.SetContext(withCause(mctx, why))
 	select {
 	case s.out <- msg:
 	case <-s.ctx.Done():
@@ -287,7 +288,7 @@ func (s *subscription) handle(ctx context.Context, m *core.Message[[]byte]) erro
 	case <-msg.Acked():
 		return nil
 	case <-msg.Nacked():
-		return s.nack()
+		return s.nack(why.get())
 	case <-s.ctx.Done():
 	case <-ctx.Done():
 	}
@@ -296,7 +297,7 @@ func (s *subscription) handle(ctx context.Context, m *core.Message[[]byte]) erro
 	case <-msg.Acked():
 		return nil
 	case <-msg.Nacked():
-		return s.nack()
+		return s.nack(why.get())
 	default:
 	}
 	if s.ctx.Err() != nil {
@@ -305,11 +306,17 @@ func (s *subscription) handle(ctx context.Context, m *core.Message[[]byte]) erro
 	return ctx.Err()
 }
 
-func (s *subscription) nack() error {
+// nack is the outcome of a nacked message: a retry, after the redelivery delay if there is one,
+// because of the handler's error when RecordErrors caught it.
+func (s *subscription) nack(why error) error {
+	o := core.Retry()
 	if s.delay > 0 {
-		return core.RetryAfter(s.delay)
+		o = core.RetryAfter(s.delay)
 	}
-	return core.Retry()
+	if why != nil {
+		o = o.Because(why)
+	}
+	return o
 }
 
 // toWatermill maps a delivery onto a Watermill message: the UUID from HeaderUUID, or the
