@@ -1,20 +1,19 @@
 module github.com/settlehq/settle/adapter-watermill
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/rabbitmq/amqp091-go v1.16.0
-	github.com/settlehq/settle/core v0.0.0
-	github.com/settlehq/settle/dialect-mysql v0.0.0
-	github.com/settlehq/settle/dialect-postgres v0.0.0
-	github.com/settlehq/settle/dialect-sqlite v0.0.0
-	github.com/settlehq/settle/transport-amqp v0.0.0
+	github.com/settlehq/settle/core v0.1.0
+	github.com/settlehq/settle/dialect-mysql v0.1.0
+	github.com/settlehq/settle/dialect-postgres v0.1.0
+	github.com/settlehq/settle/dialect-sqlite v0.1.0
+	github.com/settlehq/settle/transport-amqp v0.1.0
 )
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
-	github.com/davecgh/go-spew v1.1.1 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -25,12 +24,10 @@ require (
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect
 	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/pmezard/go-difflib v1.0.0 // indirect
-	github.com/rogpeppe/go-internal v1.16.0 // indirect
-	github.com/stretchr/testify v1.11.1 // indirect
-	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 )
 
 replace github.com/settlehq/settle/core => ../core

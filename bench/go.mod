@@ -5,8 +5,9 @@ go 1.26.0
 replace github.com/settlehq/settle/core => ../core
 
 require (
-	github.com/ThreeDotsLabs/watermill v1.3.7
+	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/ThreeDotsLabs/watermill-amqp/v3 v3.0.2
+	github.com/ThreeDotsLabs/watermill-sql/v4 v4.1.2
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
@@ -20,15 +21,18 @@ require (
 
 require (
 	github.com/cenkalti/backoff/v3 v3.2.2 // indirect
+	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/lib/pq v1.10.9 // indirect
 	github.com/lithammer/shortuuid/v3 v3.0.7 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/sony/gobreaker v1.0.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 )
@@ -41,6 +45,7 @@ require (
 	github.com/riverqueue/river/riverdriver v0.51.2 // indirect
 	github.com/riverqueue/river/rivershared v0.51.2 // indirect
 	github.com/riverqueue/river/rivertype v0.51.2 // indirect
+	github.com/settlehq/settle/adapter-watermill v0.1.0
 	github.com/settlehq/settle/transport-amqp v0.1.0
 	github.com/settlehq/settle/transport-nats v0.1.0
 	github.com/tidwall/gjson v1.20.0 // indirect
@@ -58,3 +63,7 @@ replace github.com/settlehq/settle/dialect-postgres => ../dialect-postgres
 replace github.com/settlehq/settle/transport-amqp => ../transport-amqp
 
 replace github.com/settlehq/settle/transport-nats => ../transport-nats
+
+replace github.com/settlehq/settle/adapter-watermill => ../adapter-watermill
+
+replace github.com/settlehq/settle/dialect-sqlite => ../dialect-sqlite
