@@ -113,6 +113,21 @@ func (b *amqpBackend) pending(ctx context.Context) (int, bool, error) {
 	return n, false, nil
 }
 
+// deadCount is the number of messages in the dead-letter queue (and taken out of it before
+// the driver deleted it).
+func (b *amqpBackend) deadCount(ctx context.Context) (int, error) {
+	ch, err := b.channel(ctx)
+	if err != nil {
+		return 0, err
+	}
+	st, err := ch.QueueDeclarePassive(b.dead, true, false, false, false, nil)
+	if err != nil {
+		return 0, err
+	}
+	ch.Close()
+	return st.Messages + len(b.saved), nil
+}
+
 // snapshot takes every message left in the queue, the waiting queue and the dead-letter queue
 // (the workers are stopped, so nothing is in flight).
 func (b *amqpBackend) snapshot(ctx context.Context) (chaos.Snapshot, error) {

@@ -497,7 +497,25 @@ func (r *run) isDrained(ctx context.Context) bool {
 	// RabbitMQ: messages in flight or held in a worker's process are not counted, so the
 	// ledger must agree — or nothing may have happened for a while and every message it does
 	// not show finished must have asked for an ack or a drop (its line died with its process).
-	return r.st.finishedCount() >= len(r.ids) || (r.st.quietFor() > 3*time.Second && r.st.onlyUnlogged(r.ids))
+	// A broker that moves messages to the dead letter by itself (a quorum queue at its delivery
+	// limit) leaves no ledger line: then the dead-letter queue's count completes the ledger's.
+	if r.st.finishedCount() >= len(r.ids) {
+		return true
+	}
+	if r.st.quietFor() <= 3*time.Second {
+		return false
+	}
+	if r.st.onlyUnlogged(r.ids) {
+		return true
+	}
+	dc, ok := r.b.(interface {
+		deadCount(context.Context) (int, error)
+	})
+	if !ok {
+		return false
+	}
+	dead, err := dc.deadCount(ctx)
+	return err == nil && r.st.ackedOrDropped()+dead >= len(r.ids)
 }
 
 // liveWorker picks a random worker that is running.

@@ -19,7 +19,9 @@ type state struct {
 	inflight map[string]chaos.Entry // message id → its last start not yet settled
 	lastEnd  map[string]string      // message id → what its last run asked for
 	settled  int
-	last     time.Time // when the last line was read
+	// settledAway counts messages finished by an ack or a drop (not a dead letter).
+	settledAway int
+	last        time.Time // when the last line was read
 	lastErr  error
 }
 
@@ -61,6 +63,9 @@ func (s *state) poll() {
 				delete(s.inflight, e.ID)
 			}
 			if e.Final() {
+				if !s.finished[e.ID] && e.Outcome != "dead_letter" {
+					s.settledAway++
+				}
 				s.finished[e.ID] = true
 			}
 		}
@@ -142,4 +147,11 @@ func (s *state) onlyUnlogged(ids []string) bool {
 		}
 	}
 	return true
+}
+
+// ackedOrDropped counts messages whose ledger shows a successful ack or drop.
+func (s *state) ackedOrDropped() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settledAway
 }
