@@ -22,7 +22,7 @@ type state struct {
 	// settledAway counts messages finished by an ack or a drop (not a dead letter).
 	settledAway int
 	last        time.Time // when the last line was read
-	lastErr  error
+	lastErr     error
 }
 
 func newState(path string) *state {
