@@ -505,7 +505,9 @@ func (r *run) isDrained(ctx context.Context) bool {
 	if r.st.quietFor() <= 3*time.Second {
 		return false
 	}
-	if r.st.onlyUnlogged(r.ids) {
+	if r.st.onlyUnlogged(r.ids) || r.st.quietFor() > 20*time.Second {
+		// Nothing in the broker, nothing happening for 20 s: what is missing now is lost, and
+		// waiting longer would only wait out the bound.
 		return true
 	}
 	dc, ok := r.b.(interface {
