@@ -32,7 +32,8 @@ node_env() {
 		RABBITMQ_NODE_PORT="$port" RABBITMQ_DIST_PORT="$dist" \
 		RABBITMQ_MNESIA_BASE="$nd/mnesia" RABBITMQ_LOG_BASE="$nd/log" RABBITMQ_PID_FILE="$nd/beam.pid" \
 		RABBITMQ_CONFIG_FILE="$nd/rabbitmq.conf" RABBITMQ_CONF_ENV_FILE="$nd/env.conf" \
-		RABBITMQ_ENABLED_PLUGINS_FILE="$nd/enabled_plugins" ERL_EPMD_ADDRESS=127.0.0.1
+		RABBITMQ_ENABLED_PLUGINS_FILE="$nd/enabled_plugins" ERL_EPMD_ADDRESS=127.0.0.1 \
+		ERL_CRASH_DUMP="$nd/erl_crash.dump"
 }
 
 node_name() { read -r name _ <"$1/node$2/settings"; echo "$name"; }

@@ -154,10 +154,17 @@ func (r *rig) waitOpen(q string) {
 	}
 }
 
-func newRig(t *testing.T, s server, declare bool) *rig {
+func newRig(t *testing.T, s server, declare bool) *rig { return newRigLogging(t, s, declare, nil) }
+
+// newRigLogging is newRig whose App logs through wrap(the rig's Logs) when wrap is not nil.
+func newRigLogging(t *testing.T, s server, declare bool, wrap func(slog.Handler) slog.Handler) *rig {
 	r := &rig{t: t, s: s, be: newBackend(t, s.dial, clock.Real(), false), rec: coretest.NewRecorder(t), logs: &coretest.Logs{},
 		opened: map[string]chan struct{}{}}
-	r.app = core.New(core.WithLogger(slog.New(r.logs)), core.WithoutSignals(), core.WithObserver(r.rec.Observe),
+	var h slog.Handler = r.logs
+	if wrap != nil {
+		h = wrap(h)
+	}
+	r.app = core.New(core.WithLogger(slog.New(h)), core.WithoutSignals(), core.WithObserver(r.rec.Observe),
 		core.WithShutdownTimeout(2*time.Second))
 	b, err := amqp.New(s.dial, amqp.DeclareTopology(declare), amqp.WithLogger(r.app.Logger()),
 		amqp.ReconnectBackoff(10*time.Millisecond, 200*time.Millisecond), amqp.CopyRetryBackoff(20*time.Millisecond, 200*time.Millisecond))

@@ -3,6 +3,7 @@ package amqp_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -129,8 +130,10 @@ func TestDeadLetterDeletedCopiesReturned(t *testing.T) {
 // Issue 15, defect 3: FireAndForget is an explicit opt-in whose loss is no longer silent: a
 // copy returned after its original was acknowledged is counted as lost and logged.
 func TestFireAndForgetReturnedCopyCountedLost(t *testing.T) {
+	const lost = "amqp: a copy was returned unroutable after its original was acknowledged (PublishWith(FireAndForget)): the message is lost"
 	each(t, func(t *testing.T, s server) {
-		r := newRig(t, s, true)
+		logged := make(chan struct{}, 1)
+		r := newRigLogging(t, s, true, func(h slog.Handler) slog.Handler { return signal{h, lost, logged} })
 		q, dead := r.q("work"), r.q("work.dead")
 		ep, err := amqp.Classic(r.broker, q, amqp.PublishWith(amqp.FireAndForget))
 		if err != nil {
@@ -149,13 +152,10 @@ func TestFireAndForgetReturnedCopyCountedLost(t *testing.T) {
 		ch.Close()
 		r.publish(q, "m")
 		r.rec.WaitSettled(1)
-		lost := "amqp: a copy was returned unroutable after its original was acknowledged (PublishWith(FireAndForget)): the message is lost"
-		deadline := time.Now().Add(coretest.WaitTimeout)
-		for len(r.logs.Find(lost)) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the lost copy was not logged")
-			}
-			time.Sleep(5 * time.Millisecond)
+		select {
+		case <-logged:
+		case <-time.After(coretest.WaitTimeout):
+			t.Fatal("the lost copy was not logged")
 		}
 		r.stop()
 		if st := r.broker.CopyStats(); st.Lost != 1 || st.Published != 1 {
@@ -181,3 +181,26 @@ func TestPublishConfirmedUnroutableRefused(t *testing.T) {
 		}
 	})
 }
+
+// signal is a log handler that also signals, once, when a record with message msg is handled.
+type signal struct {
+	slog.Handler
+	msg string
+	ch  chan struct{}
+}
+
+func (s signal) Handle(ctx context.Context, r slog.Record) error {
+	err := s.Handler.Handle(ctx, r)
+	if r.Message == s.msg {
+		select {
+		case s.ch <- struct{}{}:
+		default:
+		}
+	}
+	return err
+}
+
+func (s signal) WithAttrs(a []slog.Attr) slog.Handler {
+	return signal{s.Handler.WithAttrs(a), s.msg, s.ch}
+}
+func (s signal) WithGroup(g string) slog.Handler { return signal{s.Handler.WithGroup(g), s.msg, s.ch} }
