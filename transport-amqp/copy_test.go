@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,3 +206,74 @@ func (s signal) WithAttrs(a []slog.Attr) slog.Handler {
 	return signal{s.Handler.WithAttrs(a), s.msg, s.ch}
 }
 func (s signal) WithGroup(g string) slog.Handler { return signal{s.Handler.WithGroup(g), s.msg, s.ch} }
+
+// Issue 23 item 1, the AMQP equivalent of a settlement that keeps failing: a quorum message
+// whose RetryAfter copy is returned again and again (its waiting queue was deleted) is held
+// back between deliveries (never an immediate loop), each return spends an attempt, so the cap
+// ends the loop, the failure is logged once per interval with how many were not, and the other
+// messages keep flowing meanwhile.
+func TestRefusedCopyLoopEndsAtCapOthersFlow(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		r := newRig(t, s, true)
+		q, dead := r.q("loop"), r.q("loop.dead")
+		waiting := r.q("loop" + amqp.RetrySuffix)
+		ep, err := amqp.Quorum(r.broker, q, amqp.DLXTTL(), amqp.Prefetch(10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		subscribe(r, ep, func(_ context.Context, m *core.Message[string]) error {
+			if m.Payload == "poison" {
+				return core.RetryAfter(time.Minute)
+			}
+			return nil
+		}, rawCodec, core.DeadLetterAfter(3, dead), core.Workers(2))
+		r.start()
+		r.waitOpen(q)
+		ch, err := r.be.conn().Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ch.QueueDelete(waiting, false, false, false); err != nil {
+			t.Fatal(err)
+		}
+		ch.Close()
+		r.publish(q, "poison")
+		for i := range 20 {
+			r.publish(q, strconv.Itoa(i))
+		}
+		dl := r.drain(dead, 1)
+		all := r.rec.WaitFor(func(all []core.Settlement) bool {
+			n, moved := 0, false
+			for _, st := range all {
+				if st.Err == nil && st.Verdict.Action == core.ActAck {
+					n++
+				}
+				moved = moved || (st.Err == nil && st.Verdict.Action == core.ActDeadLetter)
+			}
+			return n == 20 && moved
+		})
+		r.stop()
+		if len(dl) != 1 || string(dl[0].Body) != "poison" {
+			t.Fatalf("dead letter %v", dl)
+		}
+		info, ok, err := core.ParseDeadLetterInfo(stringHeaders(dl[0].Headers))
+		if !ok || err != nil || info.Count != 3 || !strings.Contains(info.Error, "retry_after(1m0s) at attempt 3 of 3") {
+			t.Fatalf("dead letter info %+v (%v, %v)", info, ok, err)
+		}
+		var poison []core.Settlement
+		for _, st := range all {
+			if string(st.Delivery.Body()) == "poison" {
+				poison = append(poison, st)
+			}
+		}
+		// Two returned copies (attempts 1 and 2, each held back, then returned, spending an
+		// attempt), then at attempt 3 the cap turns the handler's RetryAfter into the move.
+		if len(poison) != 3 || !errors.Is(poison[0].Err, amqp.ErrUnroutable) || !errors.Is(poison[1].Err, amqp.ErrUnroutable) ||
+			poison[2].Verdict.Action != core.ActDeadLetter || poison[2].Err != nil {
+			t.Fatalf("poison settlements %v", poison)
+		}
+		if n := len(r.logs.Find("amqp: a copy was not taken by the broker; its original is held back, then returned to the queue")); n != 1 {
+			t.Errorf("%d error lines for 2 returned copies within 10s, want 1", n)
+		}
+	})
+}
