@@ -47,3 +47,7 @@ func TestPubSubMariaDBLease(t *testing.T) { runMariaDB(t, false, mysql.Lease) }
 // TestPubSubMariaDBRowLock runs Watermill's universal suite on MariaDB, row-lock form,
 // with the suite's smaller counts (rowLockShort).
 func TestPubSubMariaDBRowLock(t *testing.T) { runMariaDB(t, rowLockShort, mysql.RowLock) }
+
+// TestPubSubMariaDBAdvisory runs Watermill's universal suite on MariaDB, advisory form, with the
+// suite's smaller counts (advisoryShort).
+func TestPubSubMariaDBAdvisory(t *testing.T) { runMariaDB(t, advisoryShort, mysql.Advisory) }

@@ -71,3 +71,7 @@ func TestPubSubPostgresLease(t *testing.T) { runPostgres(t, false, postgres.Leas
 func TestPubSubPostgresRowLock(t *testing.T) { runPostgres(t, rowLockShort, postgres.RowLock) }
 
 var _ = sqlqueue.StandardTable
+
+// TestPubSubPostgresAdvisory runs Watermill's universal suite on PostgreSQL, advisory form,
+// with the suite's smaller counts (advisoryShort).
+func TestPubSubPostgresAdvisory(t *testing.T) { runPostgres(t, advisoryShort, postgres.Advisory) }

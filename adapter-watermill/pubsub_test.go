@@ -22,9 +22,12 @@ import (
 // the tests of the others (the module README lists them with the reasons).
 //
 // The suite runs with its full message counts (5,000 and 10,000-message tests, 50 competing
-// subscribers) except where a backend form cannot take them on a shared server (see
-// rowLockShort); SETTLE_WATERMILL_SUITE=short runs every backend with Features.ForceShort, the
-// suite's own knob for slow Pub/Subs, which keeps every test and runs it with smaller counts.
+// subscribers) except where a backend form cannot take them on a shared server (rowLockShort,
+// advisoryShort) or in CI's time (SQLite's advisory form). SETTLE_WATERMILL_SUITE=short runs
+// every backend with Features.ForceShort, the suite's own knob for slow Pub/Subs, which keeps
+// every test and runs it with smaller counts; SETTLE_WATERMILL_SUITE=full runs every backend
+// with the full counts (the row-lock and advisory forms then need a pool, and a server, of 70+
+// connections).
 
 // features are the Features every settle backend has: consumer groups through fan-out Topics,
 // at-least-once delivery (a lease can lapse, a channel can close before its ack reaches the
@@ -37,12 +40,24 @@ func features(short bool) tests.Features {
 		GuaranteedOrder:                     true,
 		GuaranteedOrderWithSingleSubscriber: true,
 		Persistent:                          true,
-		ForceShort:                          short || os.Getenv("SETTLE_WATERMILL_SUITE") == "short",
+		ForceShort:                          forceShort(short),
 		GenerateTopicFunc: func(tctx tests.TestContext) string {
 			// RabbitMQ and SQL names stay short: the suite's default is "topic-<uuid>".
 			return "wm-" + strings.ReplaceAll(string(tctx.TestID), "-", "")[:20]
 		},
 	}
+}
+
+// forceShort is the suite's ForceShort for a backend that asks for short (or not), under
+// SETTLE_WATERMILL_SUITE.
+func forceShort(short bool) bool {
+	switch os.Getenv("SETTLE_WATERMILL_SUITE") {
+	case "short":
+		return true
+	case "full":
+		return false
+	}
+	return short
 }
 
 // suiteLogger keeps the suite's output to errors: every abandon at a subscriber's close is
@@ -62,6 +77,12 @@ func suiteLogger() *slog.Logger {
 // shared test server gives one test (with fewer, a subscriber holding a connection waits for a
 // consumer who waits for a connection to publish); ForceShort runs the same tests with 10.
 const rowLockShort = true
+
+// advisoryShort is why the advisory forms run the suite with Features.ForceShort: an advisory
+// subscription keeps a dedicated connection per worker for as long as it runs, and the dialects
+// refuse one whose connections would leave the pool none to claim with; the full suite's 50
+// competing subscribers beside 20 one-topic subscriptions would need a pool of 70 and more.
+const advisoryShort = true
 
 // runSuite runs Watermill's universal suite over queueTopics (a topic is one queue) and
 // groupTopics (each consumer group a queue of its own), with subscribers mounted with mount;
