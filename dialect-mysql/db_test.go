@@ -128,7 +128,7 @@ func TestColumnsFromCatalogue(t *testing.T) {
 		db := openDB(t, s)
 		if _, err := db.q.Exec(ctx, `CREATE TABLE kinds (
 			id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, grp VARCHAR(100), attempt INT,
-			retry_after DATETIME(6), locked_until DATETIME, headers JSON, created_at TIMESTAMP(3) NULL, price DECIMAL(10,2))`); err != nil {
+			retry_after DATETIME(6), locked_until DATETIME, headers JSON, created_at TIMESTAMP(3) NULL, price DECIMAL(10,2), flag BOOLEAN, state ENUM('a', 'b'), day DATE)`); err != nil {
 			t.Fatal(err)
 		}
 		cols, err := readColumns(ctx, db.q, sqlqueue.TableRef{Name: "kinds"})
@@ -145,7 +145,8 @@ func TestColumnsFromCatalogue(t *testing.T) {
 			prec int
 		}{{"id", sqlqueue.KindInteger, 0}, {"payload", sqlqueue.KindBytes, 0}, {"grp", sqlqueue.KindText, 0},
 			{"attempt", sqlqueue.KindInteger, 0}, {"retry_after", sqlqueue.KindTime, 6}, {"locked_until", sqlqueue.KindTime, 0},
-			{"headers", jsonKind, 0}, {"created_at", sqlqueue.KindTime, 3}, {"price", sqlqueue.KindUnknown, 0}}
+			{"headers", jsonKind, 0}, {"created_at", sqlqueue.KindTime, 3}, {"price", sqlqueue.KindFloat, 0},
+			{"flag", sqlqueue.KindBool, 0}, {"state", sqlqueue.KindUnknown, 0}, {"day", sqlqueue.KindOther, 0}}
 		if len(cols) != len(want) {
 			t.Fatalf("got %d columns: %+v", len(cols), cols)
 		}

@@ -31,9 +31,6 @@ import (
 //	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 func TableDDL(t sqlqueue.Table) (string, error) {
 	d := &dialect{flavour: MySQL}
-	if err := checkNames(t); err != nil {
-		return "", err
-	}
 	s, err := sqlqueue.NewSchema(d, t)
 	if err != nil {
 		return "", err

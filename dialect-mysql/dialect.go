@@ -157,7 +157,7 @@ func readColumns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) (
 		if err := rows.Scan(&c.Name, &c.Type, &dataType, &prec); err != nil {
 			return nil, fmt.Errorf("mysql: reading the columns of %s: %w", t, err)
 		}
-		c.Kind = kindOf(strings.ToLower(dataType))
+		c.Kind = kindOf(strings.ToLower(dataType), strings.ToLower(c.Type))
 		c.precision = int(prec)
 		cols = append(cols, c)
 	}
@@ -167,7 +167,12 @@ func readColumns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) (
 	return cols, rows.Close()
 }
 
-func kindOf(dataType string) sqlqueue.ColumnKind {
+// kindOf classifies a column by its DATA_TYPE and COLUMN_TYPE: BOOLEAN is TINYINT(1) on both
+// flavours, so that spelling is a boolean.
+func kindOf(dataType, columnType string) sqlqueue.ColumnKind {
+	if columnType == "tinyint(1)" || columnType == "tinyint(1) unsigned" {
+		return sqlqueue.KindBool
+	}
 	switch dataType {
 	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
 		return sqlqueue.KindInteger
@@ -179,8 +184,15 @@ func kindOf(dataType string) sqlqueue.ColumnKind {
 		return sqlqueue.KindJSON
 	case "datetime", "timestamp":
 		return sqlqueue.KindTime
+	case "boolean", "bool":
+		return sqlqueue.KindBool
+	case "float", "double", "decimal", "real":
+		return sqlqueue.KindFloat
+	case "date", "time", "year", "bit", "geometry", "point", "uuid", "inet4", "inet6":
+		// A date keeps no time of day, a time or year no date: none holds a lease token.
+		return sqlqueue.KindOther
 	}
-	return sqlqueue.KindUnknown
+	return sqlqueue.KindUnknown // enum, set and the like
 }
 
 // RowLockClaim selects ready rows with FOR UPDATE SKIP LOCKED in the claim transaction.

@@ -16,9 +16,6 @@ import (
 // The transaction and its connection stay open while the handlers work: size the pool for one
 // connection per claim in flight.
 func RowLock(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
-	if err := checkNames(t); err != nil {
-		return nil, err
-	}
 	ep, err := sqlqueue.NewRowLock(db.dialect, db.q, t, group)
 	if err != nil {
 		return nil, err
@@ -31,9 +28,6 @@ func RowLock(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 // microsecond DATETIME(6)) and attempt + 1 in one short transaction; every finishing statement
 // is fenced by the token, and one that matches no row reports sqlqueue.ErrLeaseLost.
 func Lease(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
-	if err := checkNames(t); err != nil {
-		return nil, err
-	}
 	ep, err := sqlqueue.NewLease(db.dialect, db.q, t, group)
 	if err != nil {
 		return nil, err
@@ -50,9 +44,6 @@ func Lease(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 // the connection, which frees whatever it held. A pool capped by SetMaxOpenConns must allow one
 // connection per worker plus one for claims; a subscription checks it at start.
 func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
-	if err := checkNames(t); err != nil {
-		return nil, err
-	}
 	ep, err := sqlqueue.NewAdvisory(db.dialect, db.q, t, group)
 	if err != nil {
 		return nil, err
@@ -64,9 +55,6 @@ func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 // row's id comes back through INSERT … RETURNING, on MySQL through LAST_INSERT_ID(). Its clock
 // is the DB's (WithClock) unless opts set one.
 func NewPublisher(db *DB, t sqlqueue.Table, group string, opts ...sqlqueue.PublisherOption) (*sqlqueue.Publisher, error) {
-	if err := checkNames(t); err != nil {
-		return nil, err
-	}
 	return sqlqueue.NewPublisher(db.dialect, db.q, t, group, append([]sqlqueue.PublisherOption{sqlqueue.PublishClock(db.clock)}, opts...)...)
 }
 
@@ -81,27 +69,6 @@ func InTx(tx *sql.Tx) sqlqueue.PublishOption { return sqlqueue.InTx(&txn{tx: tx}
 // Dialect returns the dialect the DB's endpoints spell their statements with, for custom
 // events and sqlqueue.NewPublisher.
 func (db *DB) Dialect() sqlqueue.Dialect { return db.dialect }
-
-// checkNames refuses names MySQL would refuse, before the engine validates them, so that the
-// error says why: identifiers are at most 64 characters.
-func checkNames(t sqlqueue.Table) error {
-	names := []struct{ what, name string }{{"schema name", t.Schema}, {"table name", t.Name}}
-	c := t.Columns
-	for _, n := range []struct{ role, name string }{{"id", c.ID}, {"payload", c.Payload}, {"grp", c.Group}, {"attempt", c.Attempt},
-		{"retry_after", c.RetryAfter}, {"locked_until", c.LockedUntil}, {"processed_at", c.ProcessedAt}, {"headers", c.Headers},
-		{"created_at", c.CreatedAt}} {
-		names = append(names, struct{ what, name string }{"name of the " + n.role + " column", n.name})
-	}
-	for _, n := range names {
-		if n.name == "" {
-			continue
-		}
-		if err := checkIdent(n.what, n.name); err != nil {
-			return fmt.Errorf("table %s: %w", t.Ref(), err)
-		}
-	}
-	return nil
-}
 
 // endpoint is the engine's endpoint plus the checks only MySQL's catalogue can answer.
 type endpoint struct {

@@ -115,7 +115,7 @@ func FuzzTableDDL(f *testing.F) {
 		if _, idents := splitQuoted(q); len(idents) != 1 || idents[0] != name {
 			t.Fatalf("Quote(%q) = %s reads back as %q", name, q, idents)
 		}
-		if db != nil && checkIdent("alias", name) == nil {
+		if db != nil && sqlqueue.ValidIdent(name) && sqlqueue.CheckIdentifier(d, "alias", name) == nil {
 			var cols []string
 			rows, err := db.QueryContext(ctx, "SELECT 1 AS "+q)
 			if err == nil {

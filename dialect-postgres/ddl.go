@@ -31,9 +31,6 @@ func TableDDL(t sqlqueue.Table) (string, error) {
 	if err := t.Validate(); err != nil {
 		return "", err
 	}
-	if err := checkIdentLengths(t.Ref()); err != nil {
-		return "", err
-	}
 	s, err := sqlqueue.NewSchema(&dialect{}, t)
 	if err != nil {
 		return "", err

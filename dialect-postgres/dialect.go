@@ -12,8 +12,11 @@ import (
 )
 
 // maxIdent is PostgreSQL's identifier limit (NAMEDATALEN - 1): a longer name would be
-// truncated silently by the server, so the dialect refuses it instead.
+// truncated silently by the server, so the dialect refuses it instead (MaxIdentifier).
 const maxIdent = 63
+
+// MaxIdentifier is PostgreSQL's identifier limit, 63 bytes: the engine refuses longer names.
+func (*dialect) MaxIdentifier() int { return maxIdent }
 
 // skipLocked follows the inner SELECT of every claim, so that concurrent claimants pass over
 // each other's rows instead of waiting for them.
@@ -42,6 +45,7 @@ var (
 	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
 	_ sqlqueue.Mover           = (*dialect)(nil)
 	_ sqlqueue.TableIdentity   = (*dialect)(nil)
+	_ sqlqueue.IdentifierLimit = (*dialect)(nil)
 	_ sqlqueue.AdvisoryFilter  = (*dialect)(nil)
 	_ sqlqueue.GroupedRowLock  = (*dialect)(nil)
 	_ sqlqueue.Notifier        = (*notifyDialect)(nil)
@@ -82,7 +86,10 @@ func (*dialect) Returning() bool { return true }
 // named schema that does not exist is an error of its own, so that it is not reported as a
 // missing table.
 func (d *dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) ([]sqlqueue.ColumnInfo, error) {
-	if err := checkIdentLengths(t); err != nil {
+	if err := sqlqueue.CheckIdentifier(d, "table name", t.Name); err != nil {
+		return nil, err
+	}
+	if err := sqlqueue.CheckIdentifier(d, "schema name", t.Schema); err != nil {
 		return nil, err
 	}
 	if t.Schema != "" {
@@ -139,18 +146,15 @@ func kindOf(typname string) sqlqueue.ColumnKind {
 		return sqlqueue.KindJSON
 	case "timestamptz", "timestamp":
 		return sqlqueue.KindTime
+	case "bool":
+		return sqlqueue.KindBool
+	case "float4", "float8", "numeric", "money":
+		return sqlqueue.KindFloat
+	case "date", "time", "timetz", "interval", "uuid", "inet", "cidr", "macaddr", "xml", "bit", "varbit", "tsvector", "point":
+		// A date keeps no time of day, a time no date: neither holds a lease token or a delay.
+		return sqlqueue.KindOther
 	}
-	return sqlqueue.KindUnknown
-}
-
-// checkIdentLengths refuses names PostgreSQL would truncate.
-func checkIdentLengths(t sqlqueue.TableRef) error {
-	for _, s := range []string{t.Schema, t.Name} {
-		if len(s) > maxIdent {
-			return fmt.Errorf("postgres: identifier %q is %d bytes; PostgreSQL allows at most %d (it would truncate it silently)", s, len(s), maxIdent)
-		}
-	}
-	return nil
+	return sqlqueue.KindUnknown // a domain, an enum, an extension's type
 }
 
 func quoteRef(t sqlqueue.TableRef) string {

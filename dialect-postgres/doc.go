@@ -50,7 +50,8 @@
 // own database errors are worth a retry.
 //
 // Start (called by App.Run) refuses servers older than PostgreSQL 11, with the version in the
-// error; endpoints refuse identifiers longer than 63 bytes, which PostgreSQL would truncate;
+// error; endpoints refuse identifiers longer than 63 bytes (MaxIdentifier), which PostgreSQL would
+// truncate;
 // subscriptions check the table's columns and their types in the catalogue and name a missing
 // schema, table or column. TableDDL and CreateTable make a standard queue table.
 package postgres

@@ -90,20 +90,11 @@ func (r *reservedSource) Close() error {
 	return err
 }
 
-// checkTable refuses what the engine cannot know is wrong on PostgreSQL: names over 63 bytes,
-// which the server would truncate.
+// checkTable refuses a nil DB; names over PostgreSQL's identifier limit, which the server
+// would truncate, are refused by the engine (MaxIdentifier).
 func checkTable(db *DB, t sqlqueue.Table) error {
 	if db == nil {
 		return fmt.Errorf("postgres: queue on table %s: nil DB", t.Ref())
-	}
-	if err := checkIdentLengths(t.Ref()); err != nil {
-		return err
-	}
-	c := t.Columns
-	for _, name := range []string{c.ID, c.Payload, c.Group, c.Attempt, c.RetryAfter, c.LockedUntil, c.ProcessedAt, c.Headers, c.CreatedAt} {
-		if len(name) > maxIdent {
-			return fmt.Errorf("postgres: table %s: column name %q is %d bytes; PostgreSQL allows at most %d (it would truncate it silently)", t.Ref(), name, len(name), maxIdent)
-		}
 	}
 	return nil
 }

@@ -92,7 +92,8 @@ func (*dialect) CanonicalTable(ctx context.Context, q sqlqueue.Queryer, t sqlque
 	return out, rows.Close()
 }
 
-// kind follows SQLite's type affinity rules, with JSON and date/time names recognised.
+// kind follows SQLite's type affinity rules (INT first, so BIGINT is an integer), with JSON,
+// date/time, boolean and floating-point names recognised.
 func kind(decl string) sqlqueue.ColumnKind {
 	t := strings.ToUpper(decl)
 	switch {
@@ -106,8 +107,12 @@ func kind(decl string) sqlqueue.ColumnKind {
 		return sqlqueue.KindBytes
 	case strings.Contains(t, "TIME"), strings.Contains(t, "DATE"):
 		return sqlqueue.KindTime
+	case strings.Contains(t, "BOOL"):
+		return sqlqueue.KindBool
+	case strings.Contains(t, "REAL"), strings.Contains(t, "FLOA"), strings.Contains(t, "DOUB"):
+		return sqlqueue.KindFloat
 	}
-	return sqlqueue.KindUnknown
+	return sqlqueue.KindUnknown // NUMERIC, DECIMAL: SQLite keeps text that is not a number as text
 }
 
 // LeaseClaim is one UPDATE … RETURNING; the claim transaction (BEGIN IMMEDIATE) holds the

@@ -74,6 +74,7 @@ func TestColumnKinds(t *testing.T) {
 	for decl, want := range map[string]sqlqueue.ColumnKind{
 		"INTEGER": sqlqueue.KindInteger, "BIGINT": sqlqueue.KindInteger, "TEXT": sqlqueue.KindText, "VARCHAR(20)": sqlqueue.KindText,
 		"BLOB": sqlqueue.KindBytes, "": sqlqueue.KindBytes, "JSON": sqlqueue.KindJSON, "DATETIME": sqlqueue.KindTime, "NUMERIC": sqlqueue.KindUnknown,
+		"BOOLEAN": sqlqueue.KindBool, "REAL": sqlqueue.KindFloat, "DOUBLE PRECISION": sqlqueue.KindFloat,
 	} {
 		if got := kind(decl); got != want {
 			t.Errorf("kind(%q) = %v; want %v", decl, got, want)

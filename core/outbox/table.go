@@ -83,7 +83,7 @@ func (t Table) Validate() error {
 		return fmt.Errorf("outbox: table %q: invalid schema name %q", t.Name, t.Schema)
 	}
 	if !sqlqueue.ValidIdent(t.Name) {
-		return fmt.Errorf("outbox: invalid table name %q (letters, digits, _ and $, starting with a letter or _, at most 63 bytes)", t.Name)
+		return fmt.Errorf("outbox: invalid table name %q (letters, digits, _ and $, starting with a letter or _)", t.Name)
 	}
 	seen := map[string]string{}
 	for _, c := range t.columns() {

@@ -3,6 +3,7 @@ package sqlqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -290,6 +291,27 @@ type TableIdentity interface {
 	// resolved from the catalogue when t has none, and both names as the catalogue stores
 	// them. Every spelling of one table gives the same TableRef.
 	CanonicalTable(ctx context.Context, q Queryer, t TableRef) (TableRef, error)
+}
+
+// IdentifierLimit is an optional interface of a Dialect whose server limits the length of an
+// identifier (table, schema, column). NewSchema, and with it every endpoint, publisher and DDL
+// helper, refuses a longer name with an error naming the limit, instead of letting the server
+// refuse it later or truncate it silently (PostgreSQL). Without it the engine sets no limit
+// (SQLite has none).
+type IdentifierLimit interface {
+	// MaxIdentifier is the most characters an identifier may have (identifiers are ASCII, so
+	// characters and bytes agree): 63 on PostgreSQL, 64 on MySQL and MariaDB.
+	MaxIdentifier() int
+}
+
+// CheckIdentifier refuses name, which names what ("table name", "name of the id column"),
+// when it is longer than d's IdentifierLimit allows; nil when d has no limit.
+func CheckIdentifier(d Dialect, what, name string) error {
+	l, ok := d.(IdentifierLimit)
+	if !ok || len(name) <= l.MaxIdentifier() {
+		return nil
+	}
+	return fmt.Errorf("sqlqueue: %s %q is %d characters; %s allows at most %d", what, name, len(name), d.Name(), l.MaxIdentifier())
 }
 
 // ByIDHints is an optional interface of a Dialect whose optimizer has to be told how to find

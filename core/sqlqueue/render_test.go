@@ -200,7 +200,6 @@ func TestTableValidation(t *testing.T) {
 		{Name: "jobs", Schema: "my schema"},
 		{Name: "jobs", Columns: Columns{Attempt: "n-1"}},
 		{Name: "jobs", Columns: Columns{Attempt: "x", RetryAfter: "X"}},
-		{Name: strings.Repeat("a", 64)},
 	}
 	for _, tb := range bad {
 		if err := tb.Validate(); err == nil {

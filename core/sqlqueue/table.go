@@ -119,10 +119,10 @@ func (t Table) columns() []column {
 }
 
 // ValidIdent reports whether s may be used as an identifier: a letter or _, then letters,
-// digits, _ or $, at most 63 bytes. Every table and column name is checked with it before
-// the dialect quotes it.
+// digits, _ or $. Every table and column name is checked with it before the dialect quotes it;
+// how long a name may be is the dialect's to say (IdentifierLimit, checked by NewSchema).
 func ValidIdent(s string) bool {
-	if s == "" || len(s) > 63 {
+	if s == "" {
 		return false
 	}
 	for i, r := range s {
@@ -140,10 +140,10 @@ func ValidIdent(s string) bool {
 func (t Table) Validate() error {
 	t = t.withDefaults()
 	if t.Schema != "" && !ValidIdent(t.Schema) {
-		return fmt.Errorf("sqlqueue: table %q: invalid schema name %q (letters, digits, _ and $, starting with a letter or _, at most 63 bytes)", t.Name, t.Schema)
+		return fmt.Errorf("sqlqueue: table %q: invalid schema name %q (letters, digits, _ and $, starting with a letter or _)", t.Name, t.Schema)
 	}
 	if !ValidIdent(t.Name) {
-		return fmt.Errorf("sqlqueue: invalid table name %q (letters, digits, _ and $, starting with a letter or _, at most 63 bytes)", t.Name)
+		return fmt.Errorf("sqlqueue: invalid table name %q (letters, digits, _ and $, starting with a letter or _)", t.Name)
 	}
 	seen := map[string]string{}
 	for _, c := range t.columns() {
@@ -161,6 +161,27 @@ func (t Table) Validate() error {
 	return nil
 }
 
+// checkLengths refuses a name of t longer than d's IdentifierLimit.
+func checkLengths(d Dialect, t Table) error {
+	if t.Schema != "" {
+		if err := CheckIdentifier(d, "schema name", t.Schema); err != nil {
+			return fmt.Errorf("%w (table %s)", err, t.Ref())
+		}
+	}
+	if err := CheckIdentifier(d, "table name", t.Name); err != nil {
+		return err
+	}
+	for _, c := range t.columns() {
+		if c.name == "" {
+			continue
+		}
+		if err := CheckIdentifier(d, "name of the "+c.role+" column", c.name); err != nil {
+			return fmt.Errorf("%w (table %s)", err, t.Ref())
+		}
+	}
+	return nil
+}
+
 // ParseTableRef reads "name" or "schema.name" (a dead-letter table destination) and validates it.
 // Both parts of a dotted name must be valid identifiers: ".jobs" and "jobs." are refused, not
 // read as an unqualified name.
@@ -173,7 +194,7 @@ func ParseTableRef(s string) (TableRef, error) {
 		r = TableRef{Name: s}
 	}
 	if (dotted && !ValidIdent(r.Schema)) || !ValidIdent(r.Name) {
-		return TableRef{}, fmt.Errorf("sqlqueue: %q is not a valid table name (name or schema.name; letters, digits, _ and $, at most 63 bytes each)", s)
+		return TableRef{}, fmt.Errorf("sqlqueue: %q is not a valid table name (name or schema.name; letters, digits, _ and $)", s)
 	}
 	return r, nil
 }
@@ -198,6 +219,9 @@ func NewSchema(d Dialect, t Table) (*Schema, error) {
 		return nil, err
 	}
 	t = t.withDefaults()
+	if err := checkLengths(d, t); err != nil {
+		return nil, err
+	}
 	q := func(s string) string {
 		if s == "" {
 			return ""
