@@ -1,9 +1,12 @@
 package settlewatermill_test
 
 import (
+	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/rabbitmq/amqp091-go"
 	settlewatermill "github.com/settlehq/settle/adapter-watermill"
 	"github.com/settlehq/settle/core/coretest"
@@ -82,3 +85,73 @@ func TestPubSubRabbitMQClassic(t *testing.T) { runRabbitMQ(t, settlewatermill.Cl
 
 // TestPubSubRabbitMQQuorum runs Watermill's universal suite on RabbitMQ quorum queues.
 func TestPubSubRabbitMQQuorum(t *testing.T) { runRabbitMQ(t, settlewatermill.Quorum()) }
+
+// TestRabbitMQMapping: on both queue types the UUID is the AMQP message id, the metadata come
+// back as headers, a nack counts an attempt, and a publish no queue takes fails.
+func TestRabbitMQMapping(t *testing.T) {
+	url := coretest.Env("SETTLE_TEST_AMQP_URL", amqpDefault)
+	for _, tc := range []struct {
+		name string
+		form settlewatermill.AMQPForm
+	}{{"classic", settlewatermill.Classic()}, {"quorum", settlewatermill.Quorum()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rq, rg *recordingTopics
+			deleteAfter(t, url, &rq, &rg)
+			b := rabbitBroker(t, url)
+			queues, err := settlewatermill.AMQP(b, tc.form)
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups, err := settlewatermill.AMQP(b, tc.form, settlewatermill.AMQPFanOut())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rq, rg = record(queues), record(groups)
+			topic := "wm-map-" + suffix()
+			pub, _ := settlewatermill.NewPublisher(rq)
+			if err := pub.Publish(topic, message.NewMessage("u0", nil)); !errors.Is(err, settlewatermill.ErrNoQueue) {
+				t.Fatalf("publish to an undeclared queue: %v, want ErrNoQueue", err)
+			}
+			gpub, _ := settlewatermill.NewPublisher(rg)
+			// A fan-out topic no group subscribed to has no exchange yet: the broker refuses the
+			// publish by closing the channel, which the publish reports.
+			if err := gpub.Publish(topic+"-fan", message.NewMessage("u0", nil)); !errors.Is(err, amqp.ErrNotConfirmed) {
+				t.Fatalf("publish to a fan-out topic with no consumer group: %v, want amqp.ErrNotConfirmed", err)
+			}
+
+			sub, err := settlewatermill.NewSubscriber(rq, settlewatermill.WithLogger(suiteLogger()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sub.Close() })
+			if err := sub.SubscribeInitialize(topic); err != nil {
+				t.Fatal(err)
+			}
+			in := message.NewMessage("4a1d3d4e-uuid", []byte("payload"))
+			in.Metadata.Set("trace", "abc")
+			if err := pub.Publish(topic, in); err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := sub.Subscribe(t.Context(), topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := receive(t, msgs)
+			if m.UUID != in.UUID || string(m.Payload) != "payload" || m.Metadata.Get("trace") != "abc" ||
+				m.Metadata.Get(settlewatermill.MetadataMessageID) != in.UUID || m.Metadata.Get(settlewatermill.MetadataAttempt) != "1" {
+				t.Fatalf("received %s %q %v, want %s %q with trace=abc, attempt 1 and the UUID as message id", m.UUID, m.Payload, m.Metadata, in.UUID, "payload")
+			}
+			for k := range m.Metadata {
+				if strings.HasPrefix(k, "x-") {
+					t.Fatalf("metadata %v carries RabbitMQ's header %s", m.Metadata, k)
+				}
+			}
+			m.Nack()
+			m = receive(t, msgs)
+			if m.UUID != in.UUID || m.Metadata.Get(settlewatermill.MetadataAttempt) != "2" {
+				t.Fatalf("after a nack: %s attempt %s, want %s attempt 2", m.UUID, m.Metadata.Get(settlewatermill.MetadataAttempt), in.UUID)
+			}
+			m.Ack()
+		})
+	}
+}

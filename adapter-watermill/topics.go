@@ -37,10 +37,12 @@ const (
 	MetadataMessageID = "settle-message-id"
 )
 
-// ErrNoQueue is returned by Publish when no queue would take the message: on fan-out Topics the
-// topic has no consumer group yet (no subscriber of a group has subscribed to it or called
-// SubscribeInitialize); on RabbitMQ without fan-out the topic's queue is not declared yet.
-// Nothing is stored, and nothing is lost silently.
+// ErrNoQueue is returned by Publish when no queue would take the message: on SQL fan-out Topics
+// the topic has no consumer group yet (no subscriber of a group has subscribed to it or called
+// SubscribeInitialize); on RabbitMQ the broker returned the message as unroutable (the topic's
+// queue is not declared yet, or its fan-out exchange has no queue bound). Nothing is stored,
+// and nothing is lost silently. (A RabbitMQ fan-out topic whose exchange does not exist yet
+// fails with amqp.ErrNotConfirmed instead: the broker closes the channel.)
 var ErrNoQueue = errors.New("settlewatermill: no queue takes the topic's messages")
 
 // ErrClosed is returned by a Publisher or Subscriber used after Close.
