@@ -256,8 +256,8 @@ func TestSubscribeContextEnds(t *testing.T) {
 	cancel()
 	for range msgs { // closes once the subscription has stopped
 	}
-	if rows := s.rows(t); len(rows) != 1 || rows[0].lockedUntil.Valid {
-		t.Fatalf("rows %+v, want the message back, unlocked", rows)
+	if rows := s.rows(t); len(rows) != 1 || rows[0].lockedUntil.Valid || rows[0].attempt != 1 {
+		t.Fatalf("rows %+v, want the message back, unlocked, at attempt 1", rows)
 	}
 	if _, err := sub.Subscribe(context.Background(), "jobs"); err != nil {
 		t.Fatalf("the Subscriber subscribes again after a subscription's context ended: %v", err)

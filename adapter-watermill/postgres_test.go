@@ -25,7 +25,7 @@ func postgresDB(t *testing.T) *postgres.DB {
 			sep = "&"
 		}
 	}
-	db, err := postgres.Open(ctx, url+sep+"pool_max_conns=30")
+	db, err := postgres.Open(ctx, url+sep+"pool_max_conns=50")
 	if err == nil {
 		err = db.Start(ctx)
 	}

@@ -185,7 +185,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	subCtx, cancel := context.WithCancel(ctx)
 	sub := &subscription{out: make(chan *message.Message), ctx: subCtx, delay: s.cfg.delay}
 	opts := append([]core.Option{core.WithCodec(core.Raw)}, s.cfg.mount...)
-	if err := core.Subscribe(app, abandoning{ep}, sub.handle, opts...); err != nil {
+	if err := core.Subscribe(app, abandoning{Endpoint: ep, done: subCtx.Done()}, sub.handle, opts...); err != nil {
 		cancel()
 		return nil, fmt.Errorf("settlewatermill: subscribe to topic %q: %w", topic, err)
 	}
