@@ -27,6 +27,8 @@ var (
 	_ sqlqueue.AdvisoryFilter  = (*dialect)(nil)
 	_ sqlqueue.ByIDHints       = (*dialect)(nil)
 	_ sqlqueue.TableIdentity   = (*dialect)(nil)
+	_ sqlqueue.SQLFamily       = (*dialect)(nil)
+	_ sqlqueue.DDLTypes        = (*dialect)(nil)
 )
 
 // tableSQL finds a table's schema and name as the catalogue stores them; an empty schema means
@@ -96,6 +98,20 @@ func newDialect(f Flavour, log *slog.Logger) *dialect {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &dialect{flavour: f, log: log}
+}
+
+// Family is sqlqueue.FamilyMySQL or sqlqueue.FamilyMariaDB, by the server's flavour.
+func (d *dialect) Family() sqlqueue.Family {
+	if d.flavour == MariaDB {
+		return sqlqueue.FamilyMariaDB
+	}
+	return sqlqueue.FamilyMySQL
+}
+
+// DDLTypes are the column types of MySQL 8 and MariaDB (where JSON is LONGTEXT with a check).
+func (d *dialect) DDLTypes() sqlqueue.Types {
+	return sqlqueue.Types{ID: "BIGINT AUTO_INCREMENT PRIMARY KEY", Integer: "INT", Text: "VARCHAR(191)", Bytes: "LONGBLOB",
+		JSON: "JSON", Time: "DATETIME(6)", TableOptions: " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"}
 }
 
 // Name is "mysql" or "mariadb".

@@ -8,6 +8,11 @@ import (
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
+// nowDefault is the current time in TimeFormat, for created_at's default: SQLite's clock has
+// millisecond resolution, and %f gives seconds with three decimals, so three zeros make the
+// microseconds and keep the text fixed-width (and ordered as the times are).
+const nowDefault = "strftime('%Y-%m-%dT%H:%M:%f', 'now') || '000Z'"
+
 // TableDDL returns the DDL of a queue table described by t: the columns it names, with
 // SQLite types, and an index for the claim. For a table whose dead letter is a table, create
 // the dead-letter table with the same description under its own name.
@@ -23,7 +28,7 @@ import (
 //	  "locked_until" TEXT,
 //	  "processed_at" TEXT,
 //	  "headers" TEXT,
-//	  "created_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+//	  "created_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f', 'now') || '000Z')
 //	);
 //	CREATE INDEX IF NOT EXISTS "refunds_ready" ON "refunds" ("grp", "id") WHERE "processed_at" IS NULL;
 func TableDDL(t sqlqueue.Table) (string, error) {
@@ -35,7 +40,7 @@ func TableDDL(t sqlqueue.Table) (string, error) {
 	cols := s.ColumnDefs(sqlqueue.ColumnTypes{
 		ID: "INTEGER PRIMARY KEY AUTOINCREMENT", Payload: "BLOB NOT NULL", Group: "TEXT NOT NULL",
 		Attempt: "INTEGER NOT NULL DEFAULT 0", RetryAfter: "TEXT", LockedUntil: "TEXT", ProcessedAt: "TEXT",
-		Headers: "TEXT", CreatedAt: "TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+		Headers: "TEXT", CreatedAt: "TEXT NOT NULL DEFAULT (" + nowDefault + ")",
 	})
 	for i, c := range cols {
 		cols[i] = "  " + c

@@ -18,7 +18,21 @@ var (
 	_ sqlqueue.LeaseDialect    = (*dialect)(nil)
 	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
 	_ sqlqueue.TableIdentity   = (*dialect)(nil)
+	_ sqlqueue.SQLFamily       = (*dialect)(nil)
+	_ sqlqueue.SingleWriter    = (*dialect)(nil)
+	_ sqlqueue.DDLTypes        = (*dialect)(nil)
 )
+
+// Family is sqlqueue.FamilySQLite.
+func (*dialect) Family() sqlqueue.Family { return sqlqueue.FamilySQLite }
+
+// SingleWriter is true: a write transaction holds the whole file.
+func (*dialect) SingleWriter() bool { return true }
+
+// DDLTypes are SQLite's column types (times are TEXT in TimeFormat).
+func (*dialect) DDLTypes() sqlqueue.Types {
+	return sqlqueue.Types{ID: "INTEGER PRIMARY KEY AUTOINCREMENT", Integer: "INTEGER", Text: "TEXT", Bytes: "BLOB", JSON: "TEXT", Time: "TEXT"}
+}
 
 // TimeFormat is how times are stored: UTC, microseconds, fixed width, so text order is time order.
 const TimeFormat = "2006-01-02T15:04:05.000000Z"

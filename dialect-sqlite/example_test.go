@@ -75,6 +75,6 @@ func ExampleTableDDL() {
 	//   "retry_after" TEXT,
 	//   "locked_until" TEXT,
 	//   "headers" TEXT,
-	//   "created_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+	//   "created_at" TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%f', 'now') || '000Z')
 	// );
 }

@@ -192,3 +192,33 @@ func TestCanonicalTable(t *testing.T) {
 		t.Errorf("CanonicalTable of a missing table: %v", err)
 	}
 }
+
+// TestCreatedAtDefaultIsTimeFormat: a row inserted without created_at gets the current time in
+// TimeFormat, fixed-width microseconds like every time the engine writes (the default wrote
+// milliseconds, which order wrongly against microsecond text: "…00.5Z" > "…00.500001Z").
+func TestCreatedAtDefaultIsTimeFormat(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateTable(ctx, sqlqueue.StandardTable("jobs")); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().UTC().Truncate(time.Millisecond)
+	if _, err := db.Pool().ExecContext(ctx, `INSERT INTO jobs (payload, grp) VALUES (x'00', 'q')`); err != nil {
+		t.Fatal(err)
+	}
+	var s string
+	if err := db.Pool().QueryRowContext(ctx, `SELECT created_at FROM jobs`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	at, err := ParseTime(s)
+	if err != nil || len(s) != len(TimeFormat) {
+		t.Fatalf("created_at default %q is not in TimeFormat %q: %v", s, TimeFormat, err)
+	}
+	if at.Before(before) || at.After(time.Now().Add(time.Second)) {
+		t.Fatalf("created_at default %v is not the insert's time (after %v)", at, before)
+	}
+}

@@ -42,7 +42,7 @@ func (p *Plugin) Events(d sqlqueue.Dialect, table sqlqueue.Table, events ...Even
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.startTimeout+p.cfg.callTimeout)
 		defer cancel()
-		if err := p.Check(ctx, d.Name(), events...); err != nil {
+		if err := p.Check(ctx, string(sqlqueue.FamilyOf(d)), events...); err != nil {
 			return err
 		}
 		b := &binding{p: p, d: d, o: o, ph: ph, ref: s.Table.Ref(), table: Table{

@@ -37,8 +37,9 @@ type Manifest struct {
 // Handles declares one event and the dialects it is rendered for.
 type Handles struct {
 	Event Event
-	// Dialects are dialect names as Dialect.Name reports them ("sqlite", "postgres", "mysql",
-	// "mariadb"); empty means every dialect.
+	// Dialects are families of SQL as dialects declare them (sqlqueue.FamilyOf: "sqlite",
+	// "postgres", "mysql", "mariadb"; a dialect of another database gives its name); empty
+	// means every dialect.
 	Dialects []string
 }
 
@@ -84,7 +85,8 @@ const (
 type Request struct {
 	// Event is the event to render.
 	Event Event
-	// Dialect is the dialect's name ("sqlite", "postgres", "mysql", "mariadb").
+	// Dialect is the family of SQL the dialect declares ("sqlite", "postgres", "mysql", "mariadb";
+	// sqlqueue.FamilyOf), which the plugin writes its SQL for.
 	Dialect string
 	// Form is the subscription's claim form: where the statements will run.
 	Form sqlqueue.Form

@@ -42,8 +42,9 @@ const (
 	mysqlMaxParams = 65535
 )
 
-// grammarOf returns the grammar of a dialect: by name for the four settle dialects, and by
-// parameter spelling otherwise ($n reads as PostgreSQL, ? as SQLite).
+// grammarOf returns the grammar of a dialect by the family of SQL it declares
+// (sqlqueue.FamilyOf, which is what requests carry as their dialect), and by parameter spelling
+// for a dialect of another family ($n reads as PostgreSQL, ? as SQLite).
 func grammarOf(dialect string, p Placeholders) grammar {
 	switch {
 	case dialect == "postgres" || p == PlaceholdersDollar:

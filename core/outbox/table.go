@@ -126,27 +126,39 @@ func (t Table) check(ctx context.Context, d sqlqueue.Dialect, q sqlqueue.Queryer
 	return nil
 }
 
-// DDL returns the CREATE TABLE statement of a standard outbox table for the dialect d
-// ("sqlite", "postgres", "mysql" or "mariadb").
+// DDL returns the CREATE TABLE statement of a standard outbox table, spelled with the column
+// types the dialect declares (sqlqueue.DDLTypes; settle's SQLite, PostgreSQL and MySQL/MariaDB
+// dialects do). For sqlite it is:
+//
+//	CREATE TABLE IF NOT EXISTS "outbox" (
+//	  "id" INTEGER PRIMARY KEY AUTOINCREMENT,
+//	  "destination" TEXT NOT NULL,
+//	  "payload" BLOB NOT NULL,
+//	  "headers" TEXT,
+//	  "created_at" TEXT NOT NULL,
+//	  "published_at" TEXT,
+//	  "processed_at" TEXT
+//	)
 func DDL(d sqlqueue.Dialect, name string) (string, error) {
 	t := StandardTable(name)
 	if err := t.Validate(); err != nil {
 		return "", err
 	}
-	q := d.Quote
-	switch d.Name() {
-	case "sqlite":
-		return "CREATE TABLE IF NOT EXISTS " + q(name) + " (\n" +
-			"  id INTEGER PRIMARY KEY AUTOINCREMENT,\n  destination TEXT NOT NULL,\n  payload BLOB NOT NULL,\n" +
-			"  headers TEXT,\n  created_at TEXT NOT NULL,\n  published_at TEXT,\n  processed_at TEXT\n)", nil
-	case "postgres":
-		return "CREATE TABLE IF NOT EXISTS " + q(name) + " (\n" +
-			"  id BIGSERIAL PRIMARY KEY,\n  destination TEXT NOT NULL,\n  payload BYTEA NOT NULL,\n" +
-			"  headers JSONB,\n  created_at TIMESTAMPTZ NOT NULL,\n  published_at TIMESTAMPTZ,\n  processed_at TIMESTAMPTZ\n)", nil
-	case "mysql", "mariadb":
-		return "CREATE TABLE IF NOT EXISTS " + q(name) + " (\n" +
-			"  id BIGINT AUTO_INCREMENT PRIMARY KEY,\n  destination VARCHAR(255) NOT NULL,\n  payload LONGBLOB NOT NULL,\n" +
-			"  headers TEXT,\n  created_at DATETIME(6) NOT NULL,\n  published_at DATETIME(6),\n  processed_at DATETIME(6)\n)", nil
+	if err := sqlqueue.CheckIdentifier(d, "outbox table name", name); err != nil {
+		return "", err
 	}
-	return "", fmt.Errorf("outbox: no DDL for dialect %q", d.Name())
+	dt, ok := d.(sqlqueue.DDLTypes)
+	if !ok {
+		return "", fmt.Errorf("outbox: dialect %s declares no column types (sqlqueue.DDLTypes); create table %s yourself with the columns id (auto-increment primary key), destination (text), payload (bytes), headers (JSON or text), created_at, published_at and processed_at (times as the dialect stores them)", d.Name(), name)
+	}
+	ty := dt.DDLTypes()
+	q := d.Quote
+	return "CREATE TABLE IF NOT EXISTS " + q(name) + " (\n" +
+		"  " + q("id") + " " + ty.ID + ",\n" +
+		"  " + q("destination") + " " + ty.Text + " NOT NULL,\n" +
+		"  " + q("payload") + " " + ty.Bytes + " NOT NULL,\n" +
+		"  " + q("headers") + " " + ty.JSON + ",\n" +
+		"  " + q("created_at") + " " + ty.Time + " NOT NULL,\n" +
+		"  " + q("published_at") + " " + ty.Time + ",\n" +
+		"  " + q("processed_at") + " " + ty.Time + "\n)" + ty.TableOptions, nil
 }

@@ -382,7 +382,7 @@ func (rt *runtime) deadHeaders(d *delivery, v core.Verdict, now time.Time) any {
 }
 
 func (rt *runtime) eventInput(d *delivery, v core.Verdict, now time.Time) EventInput {
-	in := EventInput{Form: rt.q.form, Dialect: rt.d.Name(), Queue: rt.q.name, Table: rt.s.Table.Ref(),
+	in := EventInput{Form: rt.q.form, Dialect: string(FamilyOf(rt.d)), Queue: rt.q.name, Table: rt.s.Table.Ref(),
 		Group: rt.q.group, Now: now, ID: d.id, Attempt: d.attempt, Token: d.token, Dest: v.Dest}
 	switch v.Action {
 	case core.ActAck:
@@ -436,7 +436,7 @@ func (rt *runtime) args(a []any) []any {
 
 // customClaim runs the EventClaim statements in tx; the last returns the rows.
 func (rt *runtime) customClaim(ctx context.Context, tx Queryer, p ClaimParams, dst []Claimed) ([]Claimed, error) {
-	in := EventInput{Kind: EventClaim, Form: rt.q.form, Dialect: rt.d.Name(), Queue: rt.q.name, Table: rt.s.Table.Ref(),
+	in := EventInput{Kind: EventClaim, Form: rt.q.form, Dialect: string(FamilyOf(rt.d)), Queue: rt.q.name, Table: rt.s.Table.Ref(),
 		Group: rt.q.group, Now: p.Now, Token: p.Token, Limit: p.Limit}
 	stmts, err := rt.cfg.events[EventClaim](ctx, in)
 	if err != nil {

@@ -173,8 +173,8 @@ func concurrent(t *testing.T, f *Fixture, which sqlqueue.Form) {
 		return nil
 	}
 	workers := 4
-	if which == sqlqueue.FormRowLock && f.Dialect.Name() == "sqlite" {
-		workers = 1 // the test-only SQLite row-lock form holds the database's write lock per claim
+	if which == sqlqueue.FormRowLock && sqlqueue.IsSingleWriter(f.Dialect) {
+		workers = 1 // a row-lock claim holds the database's only write transaction until it settles
 	}
 	for range 2 {
 		a := e.app(nil)
@@ -396,8 +396,8 @@ func txWorkers(t *testing.T, f *Fixture, which sqlqueue.Form) {
 		e.publish(p, Refund{Amount: i})
 	}
 	workers := 3
-	if which == sqlqueue.FormRowLock && f.Dialect.Name() == "sqlite" {
-		workers = 1 // the test-only SQLite row-lock form holds the database's write lock per claim
+	if which == sqlqueue.FormRowLock && sqlqueue.IsSingleWriter(f.Dialect) {
+		workers = 1 // a row-lock claim holds the database's only write transaction until it settles
 	}
 	a := e.app(nil)
 	subscribe(e, a, e.endpoint(formOf(f, which), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
