@@ -24,7 +24,6 @@ require (
 	github.com/oklog/run v1.1.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
@@ -42,6 +41,7 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/settlehq/settle/dialect-mysql v0.1.0
 	github.com/settlehq/settle/dialect-sqlite v0.1.0
+	golang.org/x/sys v0.50.0
 )
 
 replace (

@@ -1,3 +1,5 @@
+//go:build linux
+
 package eventplugin
 
 import (
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core/coretest"
+	"golang.org/x/sys/unix"
 )
 
 // TestPluginDiesWithItsHost SIGKILLs a host process (the test binary as a service that loaded
@@ -96,10 +99,38 @@ func TestPluginDiesWithItsHost(t *testing.T) {
 			case err != io.EOF:
 				t.Fatalf("reading the pipe: %v", err)
 			}
-			if s := procState(pid); s != "gone" && s != "Z" {
-				t.Fatalf("plugin process %d is in state %s after its host was killed", pid, s)
+			// The pipe closes while the process exits; wait for the exit itself.
+			if err := waitExit(pid, coretest.WaitTimeout); err != nil {
+				t.Fatalf("plugin process %d (state %s) after its host was killed: %v", pid, procState(pid), err)
 			}
 		})
+	}
+}
+
+// waitExit waits until process pid (not a child of this one) has exited: its pidfd becomes
+// readable then. A process already gone is no error.
+func waitExit(pid int, limit time.Duration) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(limit)
+	for {
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return err
+		case n == 0:
+			return errors.New("still running after " + limit.String())
+		}
+		return nil
 	}
 }
 
