@@ -54,7 +54,8 @@ type Fixture struct {
 	// Count returns SELECT COUNT(*) of a table, read with the dialect's own client.
 	Count func(ctx context.Context, table string) (int, error)
 	// Rows reads every row of t, ordered by id, with the dialect's own client; a column t
-	// does not name reads as its zero value.
+	// does not name reads as its zero value. Rows and Count honour a table's Schema. SQLTables
+	// provides Exec, Count and Rows for a driver with a database/sql face.
 	Rows func(ctx context.Context, t sqlqueue.Table) ([]Row, error)
 	// Lease, RowLock and Advisory construct endpoints; nil when the dialect lacks the form.
 	Lease, RowLock, Advisory Endpoint
