@@ -37,10 +37,9 @@ func fixtureWith(t *testing.T, opts ...postgres.Option) *sqlqueuetest.Fixture {
 		Exec:        own.Exec,
 		Count:       own.Count,
 		Rows:        own.Rows,
-		Lease:     func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.Lease(e.db, tb, g) },
-		RowLock:   func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.RowLock(e.db, tb, g) },
-		Advisory:  func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.Advisory(e.db, tb, g) },
-		LeakCheck: leakCheck,
+		Lease:       func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.Lease(e.db, tb, g) },
+		RowLock:     func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.RowLock(e.db, tb, g) },
+		Advisory:    func(tb sqlqueue.Table, g string) (core.Endpoint, error) { return postgres.Advisory(e.db, tb, g) },
+		LeakCheck:   leakCheck,
 	}
 }
-
