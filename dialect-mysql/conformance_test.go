@@ -31,10 +31,10 @@ func fixture(s testServer, flavour Flavour) sqlqueuetest.Open {
 			Exec:        own.Exec,
 			Count:       own.Count,
 			Rows:        own.Rows,
-			Lease:     func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Lease(db, t, g) },
-			RowLock:   func(t sqlqueue.Table, g string) (core.Endpoint, error) { return RowLock(db, t, g) },
-			Advisory:  func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Advisory(db, t, g) },
-			LeakCheck: leakCheck,
+			Lease:       func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Lease(db, t, g) },
+			RowLock:     func(t sqlqueue.Table, g string) (core.Endpoint, error) { return RowLock(db, t, g) },
+			Advisory:    func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Advisory(db, t, g) },
+			LeakCheck:   leakCheck,
 		}
 	}
 }

@@ -42,9 +42,9 @@ func openFixture(t *testing.T) *sqlqueuetest.Fixture {
 		Exec:        own.Exec,
 		Count:       own.Count,
 		Rows:        own.Rows,
-		Lease:     func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Lease(db, t, g) },
-		Advisory:  func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Advisory(db, t, g) },
-		LeakCheck: leakCheck,
+		Lease:       func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Lease(db, t, g) },
+		Advisory:    func(t sqlqueue.Table, g string) (core.Endpoint, error) { return Advisory(db, t, g) },
+		LeakCheck:   leakCheck,
 		RowLock: func(t sqlqueue.Table, g string) (core.Endpoint, error) {
 			return sqlqueue.NewRowLock(rowLockForTest{db.Dialect()}, db.Queue(), t, g)
 		},

@@ -3,8 +3,8 @@ package sqlqueuetest
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
