@@ -16,6 +16,8 @@ import (
 	sqlite "github.com/settlehq/settle/dialect-sqlite"
 )
 
+type foreignKey struct{}
+
 // sqliteSetup is one SQLite file with the suite's table, its queue Topics and a Publisher.
 type sqliteSetup struct {
 	db     *sqlite.DB
@@ -284,6 +286,21 @@ func TestRefusals(t *testing.T) {
 	}
 	if _, err := plain.Subscribe(t.Context(), "jobs"); err == nil || !strings.Contains(err.Error(), "ConsumerGroup") {
 		t.Fatalf("no consumer group on fan-out Topics: %v, want an error naming ConsumerGroup", err)
+	}
+	if _, err := settlewatermill.NewSubscriber(s.topics, settlewatermill.Mount(core.WithCodec(core.JSON))); err == nil || !strings.Contains(err.Error(), "WithCodec") {
+		t.Fatalf("Mount(core.WithCodec(...)): %v, want an error naming WithCodec", err)
+	}
+	if _, err := settlewatermill.NewSubscriber(s.topics, settlewatermill.Mount(core.DeadLetterAfter(0, "x"))); err == nil || !strings.Contains(err.Error(), "DeadLetterAfter") {
+		t.Fatalf("Mount(core.DeadLetterAfter(0, ...)): %v, want an error naming DeadLetterAfter", err)
+	}
+	// An option of a backend the queue is not on (here one no endpoint reads) fails Subscribe.
+	foreign := core.OptionFunc(func(o *core.Options) error { o.SetExt(foreignKey{}, "other.Option()", true); return nil })
+	wrong, err := settlewatermill.NewSubscriber(s.topics, settlewatermill.Mount(foreign))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wrong.Subscribe(t.Context(), "jobs"); err == nil || !strings.Contains(err.Error(), "other.Option()") {
+		t.Fatalf("another backend's option on a SQL queue: %v, want Subscribe to fail naming it", err)
 	}
 	closed, err := settlewatermill.NewSubscriber(s.topics)
 	if err != nil {

@@ -82,8 +82,9 @@ func RedeliveryDelay(d time.Duration) SubscriberOption {
 // Mount adds settle subscription options to every subscription of the Subscriber:
 // core.DeadLetterAfter (the cap and its dead letter, in place of Watermill's Retry and
 // PoisonQueue middleware), core.Workers (messages handed out at once; default 1),
-// core.Timeout, and the backend's own (sqlqueue.LeaseFor, sqlqueue.PollInterval, …). They are
-// checked when a subscription starts: an option the backend does not understand fails Subscribe.
+// core.Timeout, and the backend's own (sqlqueue.LeaseFor, sqlqueue.PollInterval, …). NewSubscriber
+// refuses an invalid one, and core.WithCodec (payloads are Watermill's bytes); an option the
+// backend does not understand fails Subscribe.
 func Mount(opts ...core.Option) SubscriberOption {
 	return func(c *subConfig) error {
 		for i, o := range opts {
@@ -145,6 +146,14 @@ func NewSubscriber(topics Topics, opts ...SubscriberOption) (*Subscriber, error)
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	// The mount options are checked now, once: each subscription applies them again.
+	probe := &core.Options{}
+	if err := probe.Apply(cfg.mount...); err != nil {
+		return nil, fmt.Errorf("settlewatermill.Mount: %w", err)
+	}
+	if probe.Codec != nil {
+		return nil, errors.New("settlewatermill.Mount: core.WithCodec does not apply: a Watermill payload is bytes and is handed over as it is (decode it in the handler)")
 	}
 	return &Subscriber{topics: topics, cfg: cfg, closing: make(chan struct{})}, nil
 }
