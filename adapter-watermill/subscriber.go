@@ -204,8 +204,8 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	case <-app.Ready():
 	case err := <-runErr:
 		cancel()
-		if err == nil {
-			err = ctx.Err()
+		if err == nil { // Run stops without an error when told to while it starts
+			err = context.Cause(subCtx)
 		}
 		return nil, fmt.Errorf("settlewatermill: subscribe to topic %q: %w", topic, err)
 	}
