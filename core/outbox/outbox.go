@@ -167,6 +167,7 @@ type Outbox struct {
 	sweep time.Duration
 	rate  int
 	dests map[string]bool // nil: any destination
+	prop  core.Propagator // WithPropagator; nil: the context's
 
 	pruneAge, pruneEvery time.Duration
 
@@ -301,6 +302,7 @@ func (b Batch) IDs() []int64 { return append([]int64(nil), b.ids...) }
 // sqlqueue.StdTx, or use the dialect's adapter). Nothing is sent until Send is called after the
 // commit; a rollback records nothing, and Send refuses the batch then.
 func (o *Outbox) Record(ctx context.Context, q sqlqueue.Queryer, msgs ...Message) (Batch, error) {
+	msgs = o.traced(ctx, msgs)
 	b := Batch{msgs: msgs, ids: make([]int64, 0, len(msgs))}
 	if o.t.Columns.Headers != "" && len(msgs) > 0 {
 		var r [8]byte

@@ -209,7 +209,7 @@ func (a *advisory) stamp(ctx context.Context, ac *advConn, id int64, p ClaimPara
 	if err != nil || got == nil {
 		return nil, err
 	}
-	return &delivery{rt: rt, id: id, attempt: got.Attempt, payload: got.Payload, headers: got.Headers, ac: ac}, nil
+	return &delivery{rt: rt, id: id, attempt: got.Attempt, payload: got.Payload, headers: got.Headers, createdAt: got.CreatedAt, ac: ac}, nil
 }
 
 func scanTaken(rows Rows, id int64) (*Claimed, error) {
@@ -219,7 +219,7 @@ func scanTaken(rows Rows, id int64) (*Claimed, error) {
 	}
 	c := &Claimed{ID: id}
 	var att int64
-	if err := rows.Scan(&c.Payload, &att, &c.Headers); err != nil {
+	if err := rows.Scan(&c.Payload, &att, &c.Headers, (*timeScanner)(&c.CreatedAt)); err != nil {
 		return nil, err
 	}
 	c.Attempt = int(att)

@@ -94,11 +94,15 @@ func (s *Schema) ready(f Form, b *binder) string {
 
 // returned renders the claimed columns: id, payload, attempt expression, headers.
 func (s *Schema) returned(attempt string) string {
-	h := s.Headers
-	if h == "" {
-		h = "NULL"
+	return s.ID + ", " + s.Payload + ", " + attempt + ", " + s.orNull(s.Headers) + ", " + s.orNull(s.CreatedAt)
+}
+
+// orNull is col, or NULL for a column the table does not have.
+func (s *Schema) orNull(col string) string {
+	if col == "" {
+		return "NULL"
 	}
-	return s.ID + ", " + s.Payload + ", " + attempt + ", " + h
+	return col
 }
 
 // UpdateReturningClaim is the lease claim of a dialect with UPDATE … RETURNING (PostgreSQL,
@@ -208,7 +212,11 @@ func sortByID(rows []Claimed) {
 	})
 }
 
-func scanClaimed(rows Rows, dst []Claimed) ([]Claimed, error) {
+func scanClaimed(rows Rows, dst []Claimed) ([]Claimed, error) { return scanRows(rows, dst, true) }
+
+// scanRows reads claimed rows: id, payload, attempt, headers and, with created, created_at (a
+// custom EventClaim returns the first four only).
+func scanRows(rows Rows, dst []Claimed, created bool) ([]Claimed, error) {
 	defer rows.Close()
 	// Scan into the slice's own element and one attempt variable: locals passed to Scan
 	// would escape, one allocation each per row.
@@ -216,7 +224,13 @@ func scanClaimed(rows Rows, dst []Claimed) ([]Claimed, error) {
 	for rows.Next() {
 		dst = append(dst, Claimed{})
 		c := &dst[len(dst)-1]
-		if err := rows.Scan(&c.ID, &c.Payload, &att, &c.Headers); err != nil {
+		var err error
+		if created {
+			err = rows.Scan(&c.ID, &c.Payload, &att, &c.Headers, (*timeScanner)(&c.CreatedAt))
+		} else {
+			err = rows.Scan(&c.ID, &c.Payload, &att, &c.Headers)
+		}
+		if err != nil {
 			return dst[:len(dst)-1], err
 		}
 		c.Attempt = int(att)

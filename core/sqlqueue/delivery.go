@@ -20,6 +20,8 @@ type delivery struct {
 	attempt int
 	payload []byte
 	headers []byte
+	// createdAt is the row's created_at (zero without one): core.Enqueued.
+	createdAt time.Time
 
 	mu        sync.Mutex // lease: guards token against the extender
 	token     time.Time  // lease: locked_until as stamped
@@ -195,7 +197,7 @@ func (d *delivery) openTx() *handlerTx {
 func newDeliveries(rt *runtime, rows []Claimed) []delivery {
 	ds := make([]delivery, len(rows))
 	for i, r := range rows {
-		ds[i] = delivery{rt: rt, id: r.ID, attempt: r.Attempt, payload: r.Payload, headers: r.Headers}
+		ds[i] = delivery{rt: rt, id: r.ID, attempt: r.Attempt, payload: r.Payload, headers: r.Headers, createdAt: r.CreatedAt}
 	}
 	return ds
 }

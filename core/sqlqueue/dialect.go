@@ -191,6 +191,8 @@ type Claimed struct {
 	Attempt int
 	// Headers is the raw headers column (a JSON object of strings), nil when absent or NULL.
 	Headers []byte
+	// CreatedAt is the created_at column, zero when absent or NULL.
+	CreatedAt time.Time
 }
 
 // Claim takes ready rows. The engine calls it inside the transaction it commits (lease form)

@@ -24,7 +24,8 @@ type Publisher struct {
 	wake   *wakeEntry
 	notify Notifier
 	ref    QueueRef
-	sql    [4]string // by (delay, headers)
+	prop   core.Propagator // PublishPropagator; nil: the one the context carries
+	sql    [4]string       // by (delay, headers)
 }
 
 // PublisherOption configures a Publisher.
@@ -153,6 +154,9 @@ func (p *Publisher) PublishRaw(ctx context.Context, payload []byte, opts ...Publ
 	}
 	if o.delay < 0 {
 		return 0, fmt.Errorf("sqlqueue: publishing to queue %q with a negative delay %v", p.Queue(), o.delay)
+	}
+	if s.Headers != "" {
+		o.headers = core.InjectHeaders(ctx, p.prop, o.headers) // the caller's trace context
 	}
 	now := p.clock.Now().UTC().Truncate(time.Microsecond)
 	args := []any{payload}

@@ -75,7 +75,7 @@ func TestLeaseStatements(t *testing.T) {
 		"retry":      {rt.st.retry, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
 		"dlGroup":    {rt.st.dlGroup, `UPDATE "jobs" SET "grp" = $1, "retry_after" = NULL, "locked_until" = NULL, "headers" = $2 WHERE "id" = $3 AND "locked_until" = $4`},
 		"extend":     {rt.st.extend, `UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`},
-		"claim":      {rt.claim.(*stmtClaim).sql, `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND ("locked_until" IS NULL OR "locked_until" <= $4) ORDER BY "id" LIMIT $5 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers"`},
+		"claim":      {rt.claim.(*stmtClaim).sql, `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND ("locked_until" IS NULL OR "locked_until" <= $4) ORDER BY "id" LIMIT $5 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("%s:\n got %s\nwant %s", name, c[0], c[1])
@@ -97,7 +97,7 @@ func TestRowLockStatements(t *testing.T) {
 		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" = $2`},
 		"dlCopy":     {rt.st.dlCopy, `INSERT INTO "jobs_dead" ("id", "payload", "attempt", "retry_after", "headers", "created_at") SELECT "id", "payload", "attempt" + 1, NULL, "headers", "created_at" FROM "jobs" WHERE "id" = $1`},
 		"dlDelete":   {rt.st.dlDelete, `DELETE FROM "jobs" WHERE "id" = $1`},
-		"claim":      {rt.claim.(*stmtClaim).sql, `SELECT "id", "payload", "attempt" + 1, "headers" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) ORDER BY "id" LIMIT $2 FOR UPDATE SKIP LOCKED`},
+		"claim":      {rt.claim.(*stmtClaim).sql, `SELECT "id", "payload", "attempt" + 1, "headers", "created_at" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) ORDER BY "id" LIMIT $2 FOR UPDATE SKIP LOCKED`},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("%s:\n got %s\nwant %s", name, c[0], c[1])
@@ -174,7 +174,7 @@ func TestSelectThenUpdateClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := SelectThenUpdateClaim(s, " FOR UPDATE SKIP LOCKED").(*selectUpdateClaim)
-	if want := `SELECT "id", "payload", "attempt" + 1, "headers" FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) AND ("locked_until" IS NULL OR "locked_until" <= $3) ORDER BY "id" LIMIT $4 FOR UPDATE SKIP LOCKED`; c.sel.sql != want {
+	if want := `SELECT "id", "payload", "attempt" + 1, "headers", "created_at" FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) AND ("locked_until" IS NULL OR "locked_until" <= $3) ORDER BY "id" LIMIT $4 FOR UPDATE SKIP LOCKED`; c.sel.sql != want {
 		t.Errorf("select:\n got %s\nwant %s", c.sel.sql, want)
 	}
 	if want := `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2, $3)`; c.upd.sql(2) != want {

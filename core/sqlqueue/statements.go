@@ -212,7 +212,7 @@ func (rt *runtime) render() error {
 		if h == "" {
 			h = "NULL"
 		}
-		st.takeRead = "SELECT " + s.Payload + ", " + att + ", " + h + " FROM " + s.QTable + " WHERE " + s.ID + " = " + p(1)
+		st.takeRead = "SELECT " + s.Payload + ", " + att + ", " + h + ", " + s.orNull(s.CreatedAt) + " FROM " + s.QTable + " WHERE " + s.ID + " = " + p(1)
 	}
 	rt.st = st
 	switch {
@@ -455,7 +455,7 @@ func (rt *runtime) customClaim(ctx context.Context, tx Queryer, p ClaimParams, d
 	if err != nil {
 		return dst, fmt.Errorf("sqlqueue: custom claim event: %w", last.wrap(err))
 	}
-	dst, err = scanClaimed(rows, dst)
+	dst, err = scanRows(rows, dst, false) // a custom claim returns no created_at
 	if err != nil {
 		err = last.wrap(err)
 	}

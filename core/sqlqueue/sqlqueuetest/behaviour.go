@@ -30,6 +30,7 @@ func RunBehaviour(t *testing.T, open Open) {
 			t.Run("per_message", func(t *testing.T) { t.Parallel(); perMessage(t, open(t), fm.f) })
 			t.Run("tx_workers", func(t *testing.T) { t.Parallel(); txWorkers(t, open(t), fm.f) })
 			t.Run("crash_loop", func(t *testing.T) { t.Parallel(); crashLoop(t, open(t), fm.f) })
+			t.Run("telemetry", func(t *testing.T) { t.Parallel(); telemetry(t, open(t), fm.f) })
 			if fm.f == sqlqueue.FormLease {
 				t.Run("crash_loop/lapsed", func(t *testing.T) { t.Parallel(); crashLoopLapsed(t, open(t)) })
 			}
