@@ -70,6 +70,8 @@ type listener struct {
 	ready  chan struct{} // closed once the first LISTEN has succeeded
 	// firstErr is why the first LISTEN failed; done is closed then.
 	firstErr error
+	// down is set while the connection is lost, with why and since when (health.go).
+	down *listenerDown
 }
 
 type regKey struct {
@@ -90,7 +92,7 @@ func (l *listener) add(ctx context.Context, oid uint32, group string, wake func(
 	l.n++
 	if l.n == 1 {
 		runCtx, cancel := context.WithCancel(context.Background())
-		l.cancel, l.done, l.ready, l.firstErr = cancel, make(chan struct{}), make(chan struct{}), nil
+		l.cancel, l.done, l.ready, l.firstErr, l.down = cancel, make(chan struct{}), make(chan struct{}), nil, nil
 		go l.run(runCtx, l.done, l.ready)
 	}
 	ready, done := l.ready, l.done
@@ -204,13 +206,16 @@ func (l *listener) run(ctx context.Context, done, ready chan struct{}) {
 				return
 			}
 			backoff = clock.Backoff(backoff, 50*time.Millisecond, 5*time.Second)
-			l.log.Warn("postgres: LISTEN connection failed; retrying", "error", err, "backoff", backoff)
-			if clock.Sleep(ctx, l.db.clock, backoff) != nil {
+			wait := clock.Jitter(backoff) // replicas that lost the server together do not return in lockstep
+			l.log.Warn("postgres: LISTEN connection failed; retrying", "error", err, "backoff", wait)
+			l.setDown(err)
+			if clock.Sleep(ctx, l.db.clock, wait) != nil {
 				return
 			}
 			continue
 		}
 		backoff = 0
+		l.setDown(nil)
 		if first {
 			close(ready)
 			first = false
@@ -226,6 +231,7 @@ func (l *listener) run(ctx context.Context, done, ready chan struct{}) {
 			return
 		}
 		l.log.Warn("postgres: LISTEN connection lost; reconnecting", "error", err)
+		l.setDown(err)
 	}
 }
 
