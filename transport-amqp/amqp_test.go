@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,6 +110,8 @@ type rig struct {
 	done   chan error
 	cancel context.CancelFunc
 
+	refused atomic.Int64 // copy_refused events reported to the App
+
 	mu     sync.Mutex
 	opened map[string]chan struct{}
 }
@@ -165,7 +168,11 @@ func newRigLogging(t *testing.T, s server, declare bool, wrap func(slog.Handler)
 		h = wrap(h)
 	}
 	r.app = core.New(core.WithLogger(slog.New(h)), core.WithoutSignals(), core.WithObserver(r.rec.Observe),
-		core.WithShutdownTimeout(2*time.Second))
+		core.WithShutdownTimeout(2*time.Second), core.WithEventObserver(func(e core.Event) {
+			if e.Kind == core.EventCopyRefused {
+				r.refused.Add(1)
+			}
+		}))
 	b, err := amqp.New(s.dial, amqp.DeclareTopology(declare), amqp.WithLogger(r.app.Logger()),
 		amqp.ReconnectBackoff(10*time.Millisecond, 200*time.Millisecond), amqp.CopyRetryBackoff(20*time.Millisecond, 200*time.Millisecond))
 	if err != nil {

@@ -92,6 +92,9 @@ type Broker struct {
 	conn   Connection
 	dials  int // successful dials; more than one means reconnections
 	closed bool
+	// dialErr is why the last dial failed, cleared by a successful one (CheckHealth).
+	dialErr   error
+	dialErrAt time.Time
 
 	pubMu    sync.Mutex
 	pub      Channel        // plain publishings (Publish without WithConfirm)
@@ -227,8 +230,10 @@ func (b *Broker) connection() (Connection, error) {
 	}
 	c, err := b.dial()
 	if err != nil {
+		b.dialErr, b.dialErrAt = err, b.clock.Now()
 		return nil, err
 	}
+	b.dialErr = nil
 	b.conn = c
 	b.dials++
 	if lost || b.dials > 1 {

@@ -253,13 +253,15 @@ func (c *consumer) recover(ctx context.Context) error {
 		err := c.reopen()
 		if err == nil {
 			c.log.Info("amqp: consuming again", "epoch", c.epoch, "attempts", attempt)
+			c.report(core.Event{Kind: core.EventReconnected})
 			return nil
 		}
 		if errors.Is(err, core.ErrClosed) {
 			return err
 		}
-		c.log.Warn("amqp: reconnecting the consumer failed; backing off", "error", err, "attempt", attempt, "backoff", wait)
-		if err := clock.Sleep(ctx, c.clock, wait); err != nil {
+		j := clock.Jitter(wait) // in [wait/2, wait], so that replicas do not reconnect in lockstep
+		c.log.Warn("amqp: reconnecting the consumer failed; backing off", "error", err, "attempt", attempt, "backoff", wait, "wait", j)
+		if err := clock.Sleep(ctx, c.clock, j); err != nil {
 			return err
 		}
 		wait = clock.Backoff(wait, c.b.backoff[0], c.b.backoff[1])

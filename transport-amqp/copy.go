@@ -224,6 +224,7 @@ func (h *holdBack) shouldLog(now time.Time) (bool, int) {
 // settlement, and rejects d with requeue once the hold-back wait has passed on the clock.
 func (c *consumer) hold(s *session, d core.Delivery, v core.Verdict, settled core.Settled, dest string, err error) {
 	c.b.copies.count(err)
+	c.report(core.Event{Kind: core.EventCopyRefused, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
 	wait := c.held.next(dest, c.b.copyBackoff[0], c.b.copyBackoff[1])
 	if log, quiet := c.held.shouldLog(c.clock.Now()); log {
 		c.log.Error("amqp: a copy was not taken by the broker; its original is held back, then returned to the queue",

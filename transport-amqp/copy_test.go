@@ -124,6 +124,9 @@ func TestDeadLetterDeletedCopiesReturned(t *testing.T) {
 				if st := r.broker.CopyStats(); st.Returned < 1 || st.Lost != 0 {
 					t.Fatalf("copy stats %+v", st)
 				}
+				if n := r.refused.Load(); n < 1 {
+					t.Fatalf("%d copy_refused events reported, want at least one", n)
+				}
 			})
 		})
 	}

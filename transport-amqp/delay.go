@@ -121,6 +121,7 @@ func (p inProcessDelay) park(_ context.Context, c *consumer, s *session, d core.
 		defer cancel()
 		if err := p.b.publish(ctx, "", queue, copy, p.policy == Confirmed); err != nil {
 			p.b.copies.count(err)
+			c.report(core.Event{Kind: core.EventCopyRefused, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
 			c.log.Error("amqp: delayed copy lost: publishing it back failed",
 				"message_id", d.ID(), "attempt", d.Attempt(), "error", err)
 		}

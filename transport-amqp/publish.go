@@ -20,6 +20,7 @@ type publishing struct {
 	transient     bool
 	confirm       bool
 	codec         core.Codec
+	prop          core.Propagator // WithPropagator; nil: the context's
 }
 
 // WithHeaders sets the message's headers (string values). Keys beginning with "x-" are
@@ -110,11 +111,13 @@ func Publish[T any](ctx context.Context, b *Broker, exchange, routingKey string,
 	if err != nil {
 		return fmt.Errorf("amqp.Publish to %q/%q: encode %T: %w", exchange, routingKey, v, err)
 	}
+	p.injectTrace(ctx)
 	msg := amqp091.Publishing{
 		ContentType:   p.codec.ContentType(),
 		DeliveryMode:  amqp091.Persistent,
 		MessageId:     p.messageID,
 		CorrelationId: p.correlationID,
+		Timestamp:     b.clock.Now(),
 		Body:          body,
 	}
 	if msg.MessageId == "" {

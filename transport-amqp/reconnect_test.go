@@ -32,7 +32,9 @@ func TestReconnectBacksOffOnTheClock(t *testing.T) {
 	}
 	logs := &coretest.Logs{}
 	rec := coretest.NewRecorder(t)
-	app := core.New(core.WithClock(v), core.WithLogger(slog.New(logs)), core.WithoutSignals(), core.WithObserver(rec.Observe))
+	events := make(chan core.Event, 8)
+	app := core.New(core.WithClock(v), core.WithLogger(slog.New(logs)), core.WithoutSignals(), core.WithObserver(rec.Observe),
+		core.WithEventObserver(func(e core.Event) { events <- e }))
 	b, err := amqp.New(dial, amqp.DeclareTopology(true), amqp.WithClock(v), amqp.WithLogger(app.Logger()),
 		amqp.ReconnectBackoff(time.Second, 4*time.Second))
 	if err != nil {
@@ -90,5 +92,12 @@ func TestReconnectBacksOffOnTheClock(t *testing.T) {
 	again := logs.Find("amqp: consuming again")
 	if len(again) != 1 || again[0].Attrs["attempts"] != int64(3) {
 		t.Fatalf("recovery logged %+v", again)
+	}
+	// The recovery is reported to the App (a reconnects metric counts it), once.
+	if len(events) != 1 {
+		t.Fatalf("%d events, want one reconnection", len(events))
+	}
+	if e := <-events; e.Kind != core.EventReconnected || e.Subscription != "work" || e.Queue != "work" {
+		t.Fatalf("event %+v", e)
 	}
 }
