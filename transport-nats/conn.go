@@ -35,6 +35,9 @@ type Conn struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	closed bool
+
+	evMu       sync.Mutex
+	reconnects map[*func()]struct{} // subscriptions told of reconnections (telemetry.go)
 }
 
 var (
@@ -202,6 +205,7 @@ func (c *Conn) jetStream() (jetstream.JetStream, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats: reconnected", "server", nc.ConnectedUrlRedacted(), "reconnects", nc.Stats().Reconnects)
+			c.reconnected()
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""

@@ -49,6 +49,10 @@ type consumer struct {
 	dl       dlBackoff
 	advisory *nats.Subscription
 
+	sub         core.Subscription // its Report, for events (telemetry.go)
+	returned    returnedSet       // sequences returned with -NAK (Delivery.Suspect)
+	unreconnect func()
+
 	// lastDone is the latest delivery acknowledged or terminated: Close sends a request on its
 	// ack subject as a barrier (see Close).
 	lastDone atomic.Pointer[Delivery]
@@ -82,7 +86,7 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 	c := &consumer{
 		c: q.c, cfg: &q.cfg, js: js, cons: cons, log: sub.Logger, clock: sub.Clock, queue: q.cfg.subject,
 		batch: max(o.Workers, 1), lease: leaseOf(ci), dest: o.DeadLetterTo,
-		held: make(map[*Delivery]clock.Timer), wake: make(chan struct{}, 1),
+		held: make(map[*Delivery]clock.Timer), wake: make(chan struct{}, 1), sub: sub,
 	}
 	if q.cfg.fetchBatch > 0 {
 		c.batch = q.cfg.fetchBatch
@@ -100,6 +104,7 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 		c.cancel()
 		return nil, nil, err
 	}
+	c.unreconnect = q.c.onReconnect(func() { c.report(core.Event{Kind: core.EventReconnected}) })
 	c.loop.Add(1)
 	go c.extend()
 	return c, c, nil
@@ -217,7 +222,8 @@ func (c *consumer) wrap(m jetstream.Msg) *Delivery {
 			"subject", m.Subject(), "reply", m.Reply(), "error", err)
 		return nil
 	}
-	d := &Delivery{msg: m, attempt: int(meta.NumDelivered), seq: meta.Sequence.Stream, src: c}
+	d := &Delivery{msg: m, attempt: int(meta.NumDelivered), seq: meta.Sequence.Stream, src: c,
+		stored: meta.Timestamp, suspect: c.suspectOf(meta.Sequence.Stream, meta.NumDelivered)}
 	c.track(d)
 	return d
 }
@@ -229,6 +235,9 @@ func (c *consumer) wrap(m jetstream.Msg) *Delivery {
 // request on the ack subject of the latest acknowledged delivery (a no-op for a settled message)
 // is answered only after all of them.
 func (c *consumer) Close() error {
+	if c.unreconnect != nil {
+		c.unreconnect()
+	}
 	c.acks.flush()
 	defer c.barrier()
 	c.cancel()

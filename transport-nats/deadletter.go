@@ -45,6 +45,7 @@ func (c *consumer) deadLetter(ctx context.Context, d *Delivery, v core.Verdict, 
 				"queue", c.queue, "message_id", d.ID(), "attempt", d.Attempt(), "dead_letter_to", v.Dest,
 				"backoff", wait, "failures_in_a_row", c.dl.failures(), "error", err)
 		}
+		c.report(core.Event{Kind: core.EventCopyRefused, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
 		c.hold(d, wait)
 		settled(d, v, fmt.Errorf("natsjs: dead letter to %q of stream %q sequence %d: %w: %w", v.Dest, c.cfg.stream, d.seq, ErrDeadLetterNotStored, err))
 		return
@@ -78,6 +79,7 @@ func (c *consumer) hold(d *Delivery, wait time.Duration) {
 		}
 		delete(c.held, d)
 		c.untrackLocked(d)
+		c.returned.add(d.seq)
 		if err := d.msg.Nak(); err != nil {
 			c.log.Warn("nats: returning a held message failed; it comes back when its AckWait runs out",
 				"queue", c.queue, "message_id", d.ID(), "attempt", d.Attempt(), "error", err)

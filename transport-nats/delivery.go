@@ -2,6 +2,7 @@ package natsjs
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,6 +17,8 @@ type Delivery struct {
 	attempt int
 	seq     uint64
 	src     *consumer
+	stored  time.Time // when the stream stored it
+	suspect bool      // delivered before, not returned by this subscription (Suspect)
 
 	// The lease list of the consumer: deliveries fetched and not yet settled, which the consumer
 	// extends with +WPI. Guarded by the consumer's lease mutex.

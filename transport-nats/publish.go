@@ -18,6 +18,7 @@ type publishing struct {
 	headers map[string]string
 	id      string
 	codec   core.Codec
+	prop    core.Propagator // WithPropagator; nil: the context's
 }
 
 // WithMsgID sets the message's Nats-Msg-Id: the stream drops a second message with the same id
@@ -101,7 +102,7 @@ func Publish[T any](ctx context.Context, c *Conn, subject string, v T, opts ...P
 	if err != nil {
 		return nil, fmt.Errorf("natsjs.Publish to %q: encode %T: %w", subject, v, err)
 	}
-	return c.publish(ctx, subject, body, p.headers, p.id)
+	return c.publish(ctx, subject, body, core.InjectHeaders(ctx, p.prop, p.headers), p.id)
 }
 
 // PublishRaw publishes body as it is to subject with headers (which it checks as WithHeaders
@@ -116,7 +117,7 @@ func PublishRaw(ctx context.Context, c *Conn, subject string, body []byte, heade
 	if err := checkHeaders("natsjs.PublishRaw", headers); err != nil {
 		return nil, err
 	}
-	return c.publish(ctx, subject, body, headers, id)
+	return c.publish(ctx, subject, body, core.InjectHeaders(ctx, nil, headers), id)
 }
 
 func (c *Conn) publish(ctx context.Context, subject string, body []byte, headers map[string]string, id string) (*jetstream.PubAck, error) {

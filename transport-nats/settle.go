@@ -49,6 +49,9 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		err = del.msg.Nak()
 	}
 	c.untrack(del)
+	if err == nil && (v.Action == core.ActRetry || v.Action == core.ActRetryAfter || v.Action == core.ActAbandon) {
+		c.returned.add(del.seq) // its redelivery is settle's own doing, not a crash's
+	}
 	if err == nil && (v.Action == core.ActAck || v.Action == core.ActDrop) {
 		c.lastDone.Store(del)
 	}
