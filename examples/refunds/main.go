@@ -10,6 +10,7 @@
 //	go run ./examples/refunds -nats embedded                # on an in-process nats-server
 //	go run ./examples/refunds -nats nats://127.0.0.1:4222 -serve
 //	go run ./examples/refunds publish -nats nats://127.0.0.1:4222 -ref r-43 -card down-1
+//	go run ./examples/refunds -serve -metrics 127.0.0.1:9464 -trace   # /metrics, /livez, /readyz; spans on stdout
 //
 // A fake processor refuses by card: "busy…" → RetryAfter(backoff, doubled per attempt),
 // "down…" → Retry(), "closed…" → Drop() with a warning, anything else → ack. After 5 attempts a
@@ -54,45 +55,60 @@ type Config struct {
 	// Prefix goes in front of every RabbitMQ queue name or NATS subject (to keep several
 	// instances apart).
 	Prefix string
+	// Metrics is where /metrics (Prometheus), /livez and /readyz are served; "" for nowhere.
+	Metrics string
+	// Trace prints every delivery's span to standard output.
+	Trace bool
+	// Obs is the observability the flags set up (StartObservability); nil for none.
+	Obs *Observability
 }
 
 func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var err error
-	if len(os.Args) > 1 && os.Args[1] == "publish" {
-		err = publishCmd(ctx, os.Args[2:])
-	} else {
-		var c Config
-		flag.StringVar(&c.DB, "db", "refunds.db", "SQLite database file")
-		flag.DurationVar(&c.Backoff, "backoff", 100*time.Millisecond, "base backoff of a busy processor (doubled per attempt)")
-		flag.BoolVar(&c.Serve, "serve", false, "keep consuming until interrupted instead of running the demo")
-		flag.DurationVar(&c.Poll, "poll", 200*time.Millisecond, "how often an idle queue is polled (SQLite)")
-		flag.StringVar(&c.AMQP, "amqp", os.Getenv("REFUNDS_AMQP_URL"), "RabbitMQ URL (default $REFUNDS_AMQP_URL); set, the service runs on RabbitMQ instead of SQLite")
-		flag.StringVar(&c.NATS, "nats", os.Getenv("REFUNDS_NATS_URL"), "NATS server URL, or \"embedded\" for an in-process server (default $REFUNDS_NATS_URL); set, the service runs on NATS JetStream")
-		flag.StringVar(&c.Prefix, "prefix", "", "prefix of every RabbitMQ queue name or NATS subject")
-		flag.Parse()
-		switch {
-		case c.AMQP != "" && c.NATS != "":
-			err = errors.New("-amqp and -nats: choose one backend")
-		case c.NATS != "":
-			var url string
-			var stopServer func()
-			if url, stopServer, err = natsURL(c.NATS, log); err == nil {
-				err = RunNATS(ctx, c, url, os.Stdout, log)
-				stopServer()
-			}
-		case c.AMQP != "":
-			err = RunAMQP(ctx, c, amqp.URL(c.AMQP), os.Stdout, log)
-		default:
-			err = Run(ctx, c, os.Stdout, log)
-		}
-	}
-	if err != nil {
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "refunds:", err)
 		os.Exit(1)
 	}
+}
+
+func run() error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "publish" {
+		return publishCmd(ctx, os.Args[2:])
+	}
+	var c Config
+	flag.StringVar(&c.DB, "db", "refunds.db", "SQLite database file")
+	flag.DurationVar(&c.Backoff, "backoff", 100*time.Millisecond, "base backoff of a busy processor (core.Backoff: full jitter, doubled per attempt up to 64×)")
+	flag.BoolVar(&c.Serve, "serve", false, "keep consuming until interrupted instead of running the demo")
+	flag.DurationVar(&c.Poll, "poll", 200*time.Millisecond, "how often an idle queue is polled (SQLite)")
+	flag.StringVar(&c.AMQP, "amqp", os.Getenv("REFUNDS_AMQP_URL"), "RabbitMQ URL (default $REFUNDS_AMQP_URL); set, the service runs on RabbitMQ instead of SQLite")
+	flag.StringVar(&c.NATS, "nats", os.Getenv("REFUNDS_NATS_URL"), "NATS server URL, or \"embedded\" for an in-process server (default $REFUNDS_NATS_URL); set, the service runs on NATS JetStream")
+	flag.StringVar(&c.Prefix, "prefix", "", "prefix of every RabbitMQ queue name or NATS subject")
+	flag.StringVar(&c.Metrics, "metrics", "", "serve /metrics (Prometheus), /livez and /readyz on this address, e.g. 127.0.0.1:9464")
+	flag.BoolVar(&c.Trace, "trace", false, "print every delivery's OpenTelemetry span to standard output")
+	flag.Parse()
+	if c.AMQP != "" && c.NATS != "" {
+		return errors.New("-amqp and -nats: choose one backend")
+	}
+	obs, err := StartObservability(c.Metrics, c.Trace, os.Stdout, log)
+	if err != nil {
+		return err
+	}
+	defer obs.Close()
+	c.Obs = obs
+	switch {
+	case c.NATS != "":
+		url, stopServer, err := natsURL(c.NATS, log)
+		if err != nil {
+			return err
+		}
+		defer stopServer()
+		return RunNATS(ctx, c, url, os.Stdout, log, obs.AppOptions()...)
+	case c.AMQP != "":
+		return RunAMQP(ctx, c, amqp.URL(c.AMQP), os.Stdout, log, obs.AppOptions()...)
+	}
+	return Run(ctx, c, os.Stdout, log, obs.AppOptions()...)
 }
 
 // publishCmd is the publish subcommand: one refund or payout to a RabbitMQ queue, or one refund
@@ -140,6 +156,18 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, appOpts
 	if err := db.CreateTable(ctx, table); err != nil {
 		db.Close()
 		return fmt.Errorf("creating the refunds table: %w", err)
+	}
+	if c.Obs != nil {
+		q, err := sqlqueue.NewOps(ctx, db.Dialect(), db.Queue(), table, Queue, DeadQueue)
+		var stop func()
+		if err == nil {
+			stop, err = c.Obs.ObserveQueues(q)
+		}
+		if err != nil {
+			db.Close()
+			return fmt.Errorf("observing the refunds queue: %w", err)
+		}
+		defer stop() // deferred before the App closes the database: runs after
 	}
 	tally := NewTally()
 	app := core.New(append([]core.AppOption{core.WithLogger(log), core.WithObserver(tally.Observe), core.WithoutSignals()}, appOpts...)...)

@@ -56,7 +56,7 @@ func MountNATS(app *core.App, conn *natsjs.Conn, s NATSSubjects, base time.Durat
 	if err != nil {
 		return err
 	}
-	if err := core.Subscribe(app, refunds, HandleRefund(base, log), core.DeadLetterAfter(MaxAttempts, s.RefundsDead)); err != nil {
+	if err := core.Subscribe(app, refunds, HandleRefund(log), core.DeadLetterAfter(MaxAttempts, s.RefundsDead), Policy(base)); err != nil {
 		return err
 	}
 	return core.Subscribe(app, dead, HandleRefundDeadNATS(log))

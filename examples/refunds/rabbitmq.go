@@ -121,7 +121,7 @@ func MountAMQP(app *core.App, b *amqp.Broker, n Names, base time.Duration) error
 	if err != nil {
 		return err
 	}
-	if err := core.Subscribe(app, refunds, HandleRefund(base, log), core.DeadLetterAfter(MaxAttempts, n.RefundsDead)); err != nil {
+	if err := core.Subscribe(app, refunds, HandleRefund(log), core.DeadLetterAfter(MaxAttempts, n.RefundsDead), Policy(base)); err != nil {
 		return err
 	}
 	if err := core.Subscribe(app, refundsDead, HandleRefundDeadAMQP(log)); err != nil {

@@ -54,15 +54,22 @@ const (
 	MaxAttempts = 5
 )
 
-// Backoff is the example's retry policy (settle ships none): base doubled per attempt,
-// at most 64 × base.
-func Backoff(base time.Duration, attempt int) time.Duration {
-	return base << min(max(attempt-1, 0), 6)
+// MaxBackoff is the longest backoff of a busy processor: 64 × base.
+func MaxBackoff(base time.Duration) time.Duration { return 64 * base }
+
+// Policy is the refunds subscription's error policy: core.Backoff, an exponential backoff with
+// full jitter from base up to MaxBackoff(base). A busy processor's plain error becomes
+// RetryAfter(delay) where the backend keeps delays (the SQL table's retry_after, the waiting
+// queue refunds.retry, JetStream's -NAK with delay), so busy refunds of many replicas do not
+// come back in lockstep.
+func Policy(base time.Duration) core.Option {
+	return core.OnError(core.Backoff(base, MaxBackoff(base)))
 }
 
-// HandleRefund turns the processor's answer into an outcome: busy → RetryAfter(backoff),
-// unavailable → Retry, declined → Drop (with a warning), success → ack.
-func HandleRefund(base time.Duration, log *slog.Logger) core.Handler[Refund] {
+// HandleRefund turns the processor's answer into an outcome: busy → the error itself (the
+// subscription's Policy backs off), unavailable → Retry, declined → Drop (with a warning),
+// success → ack.
+func HandleRefund(log *slog.Logger) core.Handler[Refund] {
 	return func(ctx context.Context, m *core.Message[Refund]) error {
 		err := Process(ctx, m.Payload)
 		switch {
@@ -70,7 +77,7 @@ func HandleRefund(base time.Duration, log *slog.Logger) core.Handler[Refund] {
 			log.Info("refunded", "ref", m.Payload.Ref, "cents", m.Payload.Cents, "attempt", m.Attempt())
 			return nil
 		case errors.Is(err, ErrBusy):
-			return core.RetryAfter(Backoff(base, m.Attempt())).Because(err)
+			return err // Policy: RetryAfter with a backoff
 		case errors.Is(err, ErrUnavailable):
 			return core.Retry().Because(err)
 		case errors.Is(err, ErrDeclined):
@@ -95,8 +102,8 @@ func HandleDead(log *slog.Logger) core.Handler[Refund] {
 // Mount subscribes both handlers.
 func Mount(app *core.App, main, dead core.Endpoint, base time.Duration, opts ...core.Option) error {
 	log := app.Logger()
-	if err := core.Subscribe(app, main, HandleRefund(base, log),
-		append([]core.Option{core.DeadLetterAfter(MaxAttempts, DeadQueue)}, opts...)...); err != nil {
+	if err := core.Subscribe(app, main, HandleRefund(log),
+		append([]core.Option{core.DeadLetterAfter(MaxAttempts, DeadQueue), Policy(base)}, opts...)...); err != nil {
 		return err
 	}
 	return core.Subscribe(app, dead, HandleDead(log), opts...)

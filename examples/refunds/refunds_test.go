@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -24,15 +25,6 @@ func TestProcessByCard(t *testing.T) {
 	} {
 		if got := Process(context.Background(), Refund{Card: card}); !errors.Is(got, want) {
 			t.Errorf("Process(%q) = %v; want %v", card, got, want)
-		}
-	}
-}
-
-func TestBackoffDoubles(t *testing.T) {
-	base := 100 * time.Millisecond
-	for attempt, want := range map[int]time.Duration{1: base, 2: 2 * base, 3: 4 * base, 9: 64 * base} {
-		if got := Backoff(base, attempt); got != want {
-			t.Errorf("Backoff(%v, %d) = %v; want %v", base, attempt, got, want)
 		}
 	}
 }
@@ -75,8 +67,9 @@ func TestDemo(t *testing.T) {
 	cfg := Config{DB: path, Backoff: 100 * time.Millisecond, Poll: 200 * time.Millisecond}
 	ran := make(chan error, 1)
 	stopDriving := make(chan struct{})
+	rec := coretest.NewRecorder(t)
 	go func() {
-		ran <- Run(context.Background(), cfg, &out, slog.New(logs), core.WithClock(vc))
+		ran <- Run(context.Background(), cfg, &out, slog.New(logs), core.WithClock(vc), core.WithObserver(rec.Observe))
 		close(stopDriving)
 	}()
 	// two lease subscriptions, each with a poll and an extension timer when idle
@@ -113,9 +106,27 @@ func TestDemo(t *testing.T) {
 	if n := len(logs.Find("refund declined; dropping it")); n != 2 {
 		t.Errorf("%d declined warnings; want 2", n)
 	}
-	// Busy refunds waited their backoff on the clock: 100+200+400+800 ms at least.
-	if elapsed := vc.Now().Sub(epoch); elapsed < 1500*time.Millisecond {
-		t.Errorf("the demo took %v of virtual time; busy refunds should have backed off for at least 1.5s", elapsed)
+	// A busy processor's error took the Policy, core.Backoff: a RetryAfter at each of the four
+	// attempts before the cap, its delay drawn from [0, base·2ⁿ⁻¹] (full jitter), kept in the
+	// row's retry_after.
+	busy := 0
+	for _, s := range rec.Settlements() {
+		var r Refund
+		if err := json.Unmarshal(s.Delivery.Body(), &r); err != nil || !strings.HasPrefix(r.Card, "busy") || s.Queue != Queue {
+			continue
+		}
+		n := s.Delivery.Attempt()
+		if n == MaxAttempts {
+			continue // the cap: dead letter
+		}
+		busy++
+		limit := min(cfg.Backoff<<(n-1), MaxBackoff(cfg.Backoff))
+		if v := s.Verdict; v.Action != core.ActRetryAfter || v.Delay < 0 || v.Delay > limit || !errors.Is(v.Cause, ErrBusy) {
+			t.Errorf("%s attempt %d: %v (cause %v); want retry_after within [0, %v] because busy", r.Ref, n, v, v.Cause, limit)
+		}
+	}
+	if busy != 2*(MaxAttempts-1) {
+		t.Errorf("%d backoffs of busy refunds; want %d", busy, 2*(MaxAttempts-1))
 	}
 
 	db, err := sqlite.Open(context.Background(), path)
