@@ -31,18 +31,19 @@ func (t *timeScanner) Scan(src any) error {
 // the column reports false.
 func (d *delivery) EnqueuedAt() (time.Time, bool) { return d.createdAt, !d.createdAt.IsZero() }
 
-// MessagingSystem names the database as OpenTelemetry's messaging.system (core.MessagingSystem):
-// postgresql, mysql (MySQL and MariaDB), sqlite, or the dialect's own name.
-func (d *delivery) MessagingSystem() string { return systemName(d.rt.d.Name()) }
+// MessagingSystem names the database as OpenTelemetry's messaging.system (core.MessagingSystem),
+// from the family of SQL its dialect declares (FamilyOf): postgresql, mysql (MySQL and MariaDB),
+// sqlite, or the family's own name.
+func (d *delivery) MessagingSystem() string { return systemName(FamilyOf(d.rt.d)) }
 
-func systemName(dialect string) string {
-	switch dialect {
-	case "postgres":
+func systemName(f Family) string {
+	switch f {
+	case FamilyPostgres:
 		return "postgresql"
-	case "mariadb":
+	case FamilyMySQL, FamilyMariaDB:
 		return "mysql"
 	}
-	return dialect
+	return string(f)
 }
 
 var (
