@@ -31,10 +31,11 @@ type delivery struct {
 	overran   bool       // lease: its handler ran past Timeout and grace; no longer extended
 	settled   bool
 
-	lb  *leaseBatch // lease
-	rb  *rlBatch    // row lock
-	ac  *advConn    // advisory
-	key string      // advisory
+	lb      *leaseBatch // lease
+	rb      *rlBatch    // row lock
+	counted bool        // row lock: its claim counted its attempt
+	ac      *advConn    // advisory
+	key     string      // advisory
 
 	hctx handlerTx // transactional mode
 }

@@ -20,9 +20,75 @@
 //	cap reached      group := dead letter group, or the row moves to the dead-letter table
 //	abandoned        rollback                      lease released at once         unlock
 //
-// Attempts are counted by the statement that returns the row (row lock), at the claim
-// (lease) or when the row is taken (advisory); Message.Attempt is 1 on the first delivery in
-// every form. Delays stay in the database (retry_after), so they survive restarts.
+// (With a last_error column, retry, retry_after and the dead letter also record why; in the
+// row-lock form with CountAtClaim the attempt is already counted and the settlement does not
+// count it again.)
+//
+// Attempts are counted at the claim, durably, in the lease form (the claim commits attempt + 1
+// with the lease) and the advisory form (when the row is taken, on its connection); in the
+// row-lock form at the claim too with CountAtClaim (by default, for a subscription with
+// DeadLetterAfter, in its small claims: see below), and otherwise by the statement that settles
+// the row, inside the claim's transaction. Message.Attempt is 1 on the first delivery in every form. Delays stay in the
+// database (retry_after), so they survive restarts.
+//
+// # Crash loops end at the cap
+//
+// A message whose handler never returns — it kills the process, hangs past its lease, or is
+// abandoned at every shutdown — is delivered again with a higher attempt, because the attempt
+// was committed when it was claimed. Past the DeadLetterAfter cap, core moves it to the dead
+// letter without calling the handler, with the reason "not settled after N attempts" (in
+// last_error and the dead-letter headers) and a warning carrying queue, message_id and
+// attempt. This holds in every form (the row-lock form: with its default CountAtClaim, below).
+//
+// The row-lock form's default, and what it costs: a crash rolls back the claim's transaction,
+// and with it a count made there, so the row came back at attempt 0 forever. With
+// DeadLetterAfter, the row-lock form therefore counts at claim (CountAtClaim), committing the
+// count before it locks the rows, in the claims it makes while its claim size is below
+// BatchSize: after it starts and after a failed claim, which is exactly when a process that
+// crashed on a poison row meets that row again (it claims the oldest rows first, in small
+// claims). Full-size claims, the steady state, are not counted at claim and cost nothing
+// more; a poison row first met in one runs at most once more than the cap. Counting at every
+// claim (CountAtClaim(true)) costs a second commit and an UPDATE per claim: with claims of 100
+// rows on PostgreSQL 15 a drain ran at about a third of the rate (bench/README.md). Without a
+// cap there is nothing for a count to end, and the form counts in the settling statement.
+//
+// A claim whose transaction keeps dying takes its neighbours with it, since they settle in
+// the same commit. So the row-lock claim size adapts: it starts at one row, doubles with every
+// claim that commits cleanly up to BatchSize, and halves with every claim that rolls back or
+// gives rows back abandoned. A process restarted after a crash claims the oldest rows, where a
+// poison row is, in the smallest claims: the poison row ends up claimed alone, a claim of one
+// row that fails is that row's own failure (held back, below), and the rows around it settle in
+// claims of their own.
+//
+// # When the settlement itself fails
+//
+// A settlement can fail while the handler succeeded: a custom event that errors, a trigger that
+// refuses the dialect's statement, an event plugin that crashes, a row lock held by another
+// session past the lock timeout. The row is then held back, per row, for a backoff on the App's
+// clock that doubles with each consecutive failure of that row, FailureBackoff (1 s) up to
+// FailureBackoffMax (1 min): in the lease form its lease end is moved (fenced by the token),
+// otherwise its retry_after is set (in memory only where the table has no column for it), and
+// last_error says why. Other ready rows keep flowing; the attempt still counts (see above), so
+// DeadLetterAfter ends the loop; and the failures are logged at most once per
+// FailureLogInterval, with their count. (Core also reports each failed settlement to its
+// observers and events.) In the lease form a grouped flush that fails is settled again
+// delivery by delivery, so that the failure is only the failing row's.
+//
+// # Rows held by other sessions, deadlines, restarts
+//
+// On a dialect with RowLocking (PostgreSQL, MySQL, MariaDB), a service's own SELECT … FOR
+// UPDATE on a claimed row stalls nothing: lease extensions lock the free rows with SKIP LOCKED
+// and wait for a held row alone, taking its new lease end from the clock once the lock is
+// granted (so an end is never written in the past); settling transactions give up a row-lock
+// wait after LockTimeout (default 5 s, at most a quarter of the lease). Every statement the
+// engine runs on its own behalf has a deadline (StatementTimeout, default 30 s), so nothing
+// blocks a subscription's close forever. When a subscription stops, the rows it claimed but
+// did not hand out are given back at once, so what has finished settles without waiting for
+// the shutdown timeout. On a dialect with ConnLoss, a claim that meets a lost or refused
+// connection waits for the server itself (at most ReconnectMax between tries) instead of
+// failing into core's backoff, and stale advisory connections are replaced at once: a
+// subscription claims again within a fraction of a second of a restarted server accepting
+// connections.
 //
 // Settlement is grouped by default, because a commit per message caps a queue at a few
 // thousand messages a second while a commit per batch reaches tens of thousands: in the lease

@@ -131,7 +131,8 @@ func (rt *runtime) heldCount(now time.Time) int {
 // with the last error. It reports whether the hold is in the row; otherwise it is kept in
 // memory only (heldBack).
 func (rt *runtime) hold(ctx context.Context, q Queryer, d *delivery, v core.Verdict, cause error, until time.Time) bool {
-	if rt.st.hold == "" {
+	st := rt.stFor(d)
+	if st.hold == "" {
 		return false
 	}
 	var buf [4]any
@@ -143,7 +144,7 @@ func (rt *runtime) hold(ctx context.Context, q Queryer, d *delivery, v core.Verd
 	if rt.q.form == FormLease {
 		a = append(a, rt.d.Time(d.token))
 	}
-	r, err := q.Exec(ctx, rt.st.hold, a...)
+	r, err := q.Exec(ctx, st.hold, a...)
 	if err != nil {
 		rt.log.Warn("sqlqueue: holding back a row whose settlement failed: the hold is kept in this process only",
 			"queue", rt.q.name, "message_id", d.ID(), "attempt", d.attempt, "error", err)
@@ -154,7 +155,7 @@ func (rt *runtime) hold(ctx context.Context, q Queryer, d *delivery, v core.Verd
 
 // holdAlone writes d's hold in a transaction of its own, whose row-lock waits are bounded.
 func (rt *runtime) holdAlone(d *delivery, v core.Verdict, cause error, until time.Time) {
-	if rt.st.hold == "" {
+	if rt.stFor(d).hold == "" {
 		return
 	}
 	ctx, cancel := rt.background(context.Background())

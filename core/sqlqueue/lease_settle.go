@@ -168,7 +168,15 @@ func (l *lease) report(items []item, lost []bool, err error) {
 		l.done(it.d, it.v, e, it.settled)
 	}
 	// Fewer outstanding: what is queued may now be all there is, which flushes at once.
-	l.poke()
+	l.qmu.Lock()
+	n := len(l.queue)
+	l.qmu.Unlock()
+	l.mu.Lock()
+	all := n > 0 && n >= l.outstanding
+	l.mu.Unlock()
+	if all {
+		l.poke()
+	}
 }
 
 type mismatch struct{}

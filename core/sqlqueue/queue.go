@@ -108,9 +108,10 @@ type runtime struct {
 	table  string   // the table's name, for errors
 	keys   string   // advisory form: the table's name in its keys (TableIdentity), else table
 
-	// countAtClaim: the row-lock form commits attempt + 1 before it locks the rows it claims
-	// (see CountAtClaim), so its settlements do not count again.
-	countAtClaim bool
+	// count is when the row-lock form commits attempt + 1 before it locks the rows it claims
+	// (CountAtClaim); the settlements of such a claim use stCounted, which count nothing more.
+	count     countMode
+	stCounted statements
 
 	// rowLocks is the dialect's row-locking capability, nil without one; lockTx and
 	// lockSession bound a transaction's and a dedicated connection's row-lock waits.
@@ -165,8 +166,14 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 		return nil, nil, err
 	}
 	// Counting at claim locks the counted rows again by id: it needs the dialect's lock clause.
-	rt.countAtClaim = q.form == FormRowLock && q.schema.Attempt != "" && cfg.events[EventClaim] == nil && rt.rowLocks != nil &&
-		(cfg.count > 0 || (cfg.count == 0 && sub.Options.Cap > 0))
+	if q.form == FormRowLock && q.schema.Attempt != "" && cfg.events[EventClaim] == nil && rt.rowLocks != nil {
+		switch {
+		case cfg.count > 0:
+			rt.count = countAlways
+		case cfg.count == 0 && sub.Options.Cap > 0:
+			rt.count = countRamp
+		}
+	}
 	rt.keys = rt.table
 	if ti, ok := q.d.(TableIdentity); ok && q.form == FormAdvisory {
 		ref, err := ti.CanonicalTable(ctx, q.db, q.schema.Table.Ref())
@@ -267,6 +274,23 @@ func checkColumns(ctx context.Context, d Dialect, db DB, t Table, ref TableRef) 
 		}
 	}
 	return nil
+}
+
+// countMode is when a row-lock claim counts attempts at claim.
+type countMode uint8
+
+const (
+	countNever  countMode = iota // in the settling statement, inside the claim's transaction
+	countRamp                    // at claim while the claim size is below BatchSize (CountAtClaim's default)
+	countAlways                  // at every claim (CountAtClaim(true))
+)
+
+// stFor returns the statements that settle d.
+func (rt *runtime) stFor(d *delivery) *statements {
+	if d.counted {
+		return &rt.stCounted
+	}
+	return &rt.st
 }
 
 // timeKinds are the kinds a time column (retry_after, locked_until, processed_at, created_at)

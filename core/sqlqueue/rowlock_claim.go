@@ -15,21 +15,23 @@ import (
 //     abandoned. A process restarted after a crash claims the oldest rows, where the poison row
 //     is, in the smallest claims, so the poison row ends up claimed alone and the rows around
 //     it settle in claims of their own;
-//   - with a committed count (CountAtClaim, on by default with DeadLetterAfter), the attempt is
-//     counted and committed before the rows are locked, so a crash does not roll it back and
-//     core's cap ends the loop: the delivery past the cap goes to the dead letter without its
-//     handler.
+//   - with a committed count (CountAtClaim; by default with DeadLetterAfter, in the claims made
+//     while the size is below BatchSize, which is where a restarted process meets its poison
+//     row), the attempt is counted and committed before the rows are locked, so a crash does
+//     not roll it back and core's cap ends the loop: the delivery past the cap goes to the dead
+//     letter without its handler.
 
 // claim takes up to the claim size of ready rows in a transaction that stays open until they
 // are settled; it returns how many it took.
 func (r *rowLock) claim(ctx context.Context) (int, error) {
 	rt := r.rt
 	now := rt.now()
+	size := int(r.size.Load())
 	// Rows held back after a failed settlement are not handed out (their hold may be in memory
 	// only): the claim takes that many more, and leaves them as they are.
-	p := ClaimParams{Now: now, Limit: int(r.size.Load()) + rt.heldCount(now), Group: rt.q.group}
+	p := ClaimParams{Now: now, Limit: size + rt.heldCount(now), Group: rt.q.group}
 	var counted map[int64]int
-	if rt.countAtClaim {
+	if rt.count == countAlways || (rt.count == countRamp && (size < rt.cfg.batch || rt.cfg.batch == 1)) {
 		var err error
 		if counted, err = r.count(ctx, p); err != nil || len(counted) == 0 {
 			return 0, err
@@ -57,7 +59,7 @@ func (r *rowLock) claim(ctx context.Context) (int, error) {
 	b := &rlBatch{tx: tx, ds: newDeliveries(rt, rows), left: len(rows)}
 	clear(rows)
 	for i := range b.ds {
-		b.ds[i].rb = b
+		b.ds[i].rb, b.ds[i].counted = b, counted != nil
 	}
 	r.mu.Lock()
 	if r.stopping { // stopped while claiming: hand nothing out

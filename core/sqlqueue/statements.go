@@ -44,6 +44,33 @@ type statements struct {
 }
 
 func (rt *runtime) render() error {
+	rt.st = rt.renderStatements(false)
+	if rt.count != countNever {
+		// The row-lock settlements of a claim that counted its attempts count nothing more.
+		rt.stCounted = rt.renderStatements(true)
+	}
+	s, d, f := rt.s, rt.d, rt.q.form
+	switch {
+	case rt.cfg.events[EventClaim] != nil:
+	case f == FormLease:
+		c, err := rt.q.lease.LeaseClaim(s)
+		if err != nil {
+			return fmt.Errorf("sqlqueue: %s lease claim for table %s: %w", d.Name(), rt.table, err)
+		}
+		rt.claim = c
+	case f == FormRowLock:
+		c, err := rt.q.rowLock.RowLockClaim(s)
+		if err != nil {
+			return fmt.Errorf("sqlqueue: %s row-lock claim for table %s: %w", d.Name(), rt.table, err)
+		}
+		rt.claim = c
+	}
+	return nil
+}
+
+// renderStatements renders the subscription's statements; counted: for row-lock deliveries
+// whose attempt their claim counted already.
+func (rt *runtime) renderStatements(counted bool) statements {
 	s, d, f := rt.s, rt.d, rt.q.form
 	p := d.Placeholder
 	lease := f == FormLease
@@ -76,7 +103,7 @@ func (rt *runtime) render() error {
 		clearLease = ", " + s.LockedUntil + " = NULL"
 	}
 	bump := ""
-	if f == FormRowLock && s.Attempt != "" && !rt.countAtClaim {
+	if f == FormRowLock && s.Attempt != "" && !counted {
 		bump = ", " + s.Attempt + " = " + s.Attempt + " + 1"
 	}
 
@@ -170,7 +197,7 @@ func (rt *runtime) render() error {
 			st.dlDelete = "DELETE FROM " + s.QTable + " WHERE " + where
 		}
 	}
-	if rt.countAtClaim {
+	if rt.count != countNever {
 		lock := rt.rowLocks.LockClause(true)
 		b := &binder{d: d}
 		st.countSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.QTable + " WHERE " + s.ready(FormRowLock, b) +
@@ -214,23 +241,7 @@ func (rt *runtime) render() error {
 		}
 		st.takeRead = "SELECT " + s.Payload + ", " + att + ", " + h + ", " + s.orNull(s.CreatedAt) + " FROM " + s.QTable + " WHERE " + s.ID + " = " + p(1)
 	}
-	rt.st = st
-	switch {
-	case rt.cfg.events[EventClaim] != nil:
-	case f == FormLease:
-		c, err := rt.q.lease.LeaseClaim(s)
-		if err != nil {
-			return fmt.Errorf("sqlqueue: %s lease claim for table %s: %w", d.Name(), rt.table, err)
-		}
-		rt.claim = c
-	case f == FormRowLock:
-		c, err := rt.q.rowLock.RowLockClaim(s)
-		if err != nil {
-			return fmt.Errorf("sqlqueue: %s row-lock claim for table %s: %w", d.Name(), rt.table, err)
-		}
-		rt.claim = c
-	}
-	return nil
+	return st
 }
 
 // eventFor returns the custom event that replaces the statement of v, if any.
@@ -274,6 +285,7 @@ func (rt *runtime) finish(ctx context.Context, q Queryer, d *delivery, v core.Ve
 		return rt.runEvent(ctx, q, ev, in)
 	}
 	lease := rt.q.form == FormLease
+	st := rt.stFor(d)
 	// The values a statement sets, then the id and (lease form) the token: a small array on
 	// the stack holds them all.
 	var buf [6]any
@@ -293,53 +305,53 @@ func (rt *runtime) finish(ctx context.Context, q Queryer, d *delivery, v core.Ve
 	var sql string
 	switch v.Action {
 	case core.ActAck, core.ActDrop:
-		sql = rt.st.done
-		if rt.st.doneMark {
+		sql = st.done
+		if st.doneMark {
 			a = append(a, rt.d.Time(now))
 		}
 	case core.ActAbandon:
 		if !lease {
 			return true, nil
 		}
-		sql = rt.st.release
+		sql = st.release
 	case core.ActRetry:
-		if rt.st.retry == "" {
+		if st.retry == "" {
 			return true, nil
 		}
-		sql = rt.st.retry
+		sql = st.retry
 		noteErr()
 	case core.ActRetryAfter:
-		sql = rt.st.retryAfter
+		sql = st.retryAfter
 		a = append(a, rt.d.Time(now.Add(v.Delay).Truncate(time.Microsecond)))
 		noteErr()
 	case core.ActDeadLetter:
 		if v.Dest != rt.sub.Options.DeadLetterTo {
 			return false, fmt.Errorf("%w: %q", errNotOwnDest, v.Dest)
 		}
-		if rt.st.dlGroup != "" {
-			sql = rt.st.dlGroup
+		if st.dlGroup != "" {
+			sql = st.dlGroup
 			a = append(a, v.Dest)
 			rt.noteDead(&a, d, v, now)
 			break
 		}
-		if rt.st.dlNote != "" {
+		if st.dlNote != "" {
 			rt.noteDead(&a, d, v, now)
-			r, err := q.Exec(ctx, rt.st.dlNote, fenced()...)
+			r, err := q.Exec(ctx, st.dlNote, fenced()...)
 			if err != nil || r.RowsAffected == 0 {
 				return false, err
 			}
 			a = a[:0]
 		}
-		if rt.st.dlMove != "" {
-			sql = rt.st.dlMove
+		if st.dlMove != "" {
+			sql = st.dlMove
 			break
 		}
-		r, err := q.Exec(ctx, rt.st.dlCopy, fenced()...)
+		r, err := q.Exec(ctx, st.dlCopy, fenced()...)
 		if err != nil || r.RowsAffected == 0 {
 			return false, err
 		}
 		a = a[:0]
-		sql = rt.st.dlDelete
+		sql = st.dlDelete
 	default:
 		return false, fmt.Errorf("sqlqueue: unknown action %v", v.Action)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/coretest"
 	"github.com/settlehq/settle/core/sqlqueue"
 )
 
@@ -33,6 +34,9 @@ func RunBehaviour(t *testing.T, open Open) {
 			t.Run("telemetry", func(t *testing.T) { t.Parallel(); telemetry(t, open(t), fm.f) })
 			if fm.f == sqlqueue.FormLease {
 				t.Run("crash_loop/lapsed", func(t *testing.T) { t.Parallel(); crashLoopLapsed(t, open(t)) })
+			}
+			if fm.f == sqlqueue.FormRowLock {
+				t.Run("crash_loop/full_claim", func(t *testing.T) { t.Parallel(); crashLoopFullClaim(t, open(t)) })
 			}
 			t.Run("stop_mid_batch", func(t *testing.T) { t.Parallel(); stopMidBatch(t, open(t), fm.f, false) })
 			t.Run("stop_mid_batch/tx", func(t *testing.T) { t.Parallel(); stopMidBatch(t, open(t), fm.f, true) })
@@ -623,4 +627,108 @@ func crashLoopLapsed(t *testing.T, f *Fixture) {
 	if len(rows) != 1 || rows[0].Group != "q.dead" || rows[0].Attempt != crashLoopCap+1 {
 		t.Fatalf("rows = %+v; want the row in q.dead with attempt %d", rows, crashLoopCap+1)
 	}
+}
+
+// crashLoopFullClaim: the row-lock form counts at claim while its claims are below BatchSize
+// (after a start, after a failure), so a poison row first met in a full claim, whose count the
+// crash rolls back, is counted from its next delivery on: a restarted process claims the oldest
+// rows, where it is, in small claims. It runs at most once more than the cap; the rows around it
+// settle; it ends in the dead letter.
+func crashLoopFullClaim(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	var poison int64
+	for i := range 8 {
+		id := e.publish(p, Refund{Amount: i})
+		if i == 5 {
+			poison = id
+		}
+	}
+	quit := make(chan struct{})
+	var once sync.Once
+	runs := 0
+	for round := 1; ; round++ {
+		if round > crashLoopCap+3 {
+			t.Fatalf("the poison row still loops after %d processes", round-1)
+		}
+		entered := make(chan struct{}, 1)
+		dead := make(chan struct{}, 1)
+		a := e.app(nil, core.WithShutdownTimeout(time.Second))
+		subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormRowLock), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+			if id, _ := sqlqueue.RowID(m.Delivery()); id != poison {
+				return nil
+			}
+			entered <- struct{}{}
+			select { // dies here
+			case <-ctx.Done():
+			case <-quit:
+			}
+			return ctx.Err()
+		}, core.DeadLetterAfter(crashLoopCap, "q.dead"), sqlqueue.BatchSize(4), core.OnSettled(func(s core.Settlement) {
+			if s.Verdict.Action == core.ActDeadLetter && s.Err == nil {
+				dead <- struct{}{}
+			}
+		}))
+		stop := e.run(a)
+		t.Cleanup(func() { once.Do(func() { close(quit) }) })
+		select {
+		case <-dead: // moved to the dead letter without its handler
+			stop()
+		case <-entered:
+		case <-time.After(coretest.WaitTimeout):
+			t.Fatalf("round %d: neither the poison row's handler nor its dead letter", round)
+		}
+		if len(dead) > 0 || e.deadIn(tb, poison) {
+			break
+		}
+		runs++
+		armed := e.clock.Pending()
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		if err := e.clock.BlockUntil(e.ctx, armed+1); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Second)
+		waitFor(t, stopped, "the App to stop")
+	}
+	if runs > crashLoopCap+1 {
+		t.Errorf("the poison row's handler ran %d times; want at most the cap + 1 = %d", runs, crashLoopCap+1)
+	}
+	// Drain what the last process left (it may have stopped before the rows after the poison).
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormRowLock), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		return nil
+	}, core.DeadLetterAfter(crashLoopCap, "q.dead"))
+	stop := e.run(a)
+	e.rec.WaitFor(func([]core.Settlement) bool {
+		for _, r := range e.rows(tb) {
+			if r.ProcessedAt == nil && r.Group == "q" {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+	for _, r := range e.rows(tb) {
+		switch {
+		case r.ID == poison:
+			if r.Group != "q.dead" || r.Attempt != crashLoopCap+1 {
+				t.Errorf("poison row: group %q attempt %d; want q.dead with attempt %d", r.Group, r.Attempt, crashLoopCap+1)
+			}
+		case r.ProcessedAt == nil:
+			t.Errorf("row %d not processed: %+v", r.ID, r)
+		}
+	}
+}
+
+// deadIn reports whether row id of tb is in the dead-letter group q.dead.
+func (e *env) deadIn(tb sqlqueue.Table, id int64) bool {
+	for _, r := range e.rows(tb) {
+		if r.ID == id {
+			return r.Group == "q.dead"
+		}
+	}
+	return false
 }
