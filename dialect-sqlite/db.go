@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -101,7 +100,7 @@ func MaxOpenConns(n int) Option {
 }
 
 // WithLogger sets the logger of the DB's own events (Open waiting for another process that
-// holds the file, a write that waited past the busy timeout for its turn); default: discard.
+// is setting the file up); default: discard.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {
@@ -284,27 +283,35 @@ func (c connector) Driver() driver.Driver                        { return c.drv 
 
 func newDB(pool *sql.DB, owned bool, path string, o options) *DB {
 	keys := sqlqueue.LocalKeysFor(path)
-	return &DB{pool: pool, owned: owned, q: &lockedDB{db: sqlqueue.StdDB(pool), w: writers.get(path, o.busy, o.log), keys: keys},
+	return &DB{pool: pool, owned: owned, q: &keyedDB{DB: sqlqueue.StdDB(pool), keys: keys},
 		path: path, dialect: &dialect{keys: keys}, log: o.log, clock: o.clock}
 }
 
-// writers holds one writer per database file, shared by every DB opened on it in the process.
-var writers = &writerSet{m: make(map[string]*writer)}
-
-type writerSet struct {
-	sync.Mutex
-	m map[string]*writer
+// keyedDB is the pool as the engine sees it: database/sql's, with reserved connections that
+// give up their advisory keys when discarded.
+type keyedDB struct {
+	sqlqueue.DB
+	keys *sqlqueue.LocalKeys
 }
 
-func (ws *writerSet) get(path string, busy time.Duration, log *slog.Logger) *writer {
-	ws.Lock()
-	defer ws.Unlock()
-	w := ws.m[path]
-	if w == nil {
-		w = newWriter(busy, log)
-		ws.m[path] = w
+func (k *keyedDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
+	c, err := k.DB.Conn(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return w
+	return &keyedConn{Conn: c, keys: k.keys}, nil
+}
+
+// keyedConn is a reserved connection whose advisory keys go with it when it is discarded, as a
+// server session's advisory locks go with the session.
+type keyedConn struct {
+	sqlqueue.Conn
+	keys *sqlqueue.LocalKeys
+}
+
+func (c *keyedConn) Discard() error {
+	c.keys.ReleaseConn(c)
+	return c.Conn.Discard()
 }
 
 // Pool returns the database/sql pool, for the service's own statements.

@@ -13,12 +13,12 @@
 // msgs/s under FULL, ~112k under NORMAL). A lost settlement only redelivers; a lost publish
 // loses the message, hence the default.
 //
-// SQLite has one writer at a time. Within a process, settle's writes (claims, grouped
-// settlements, publishes) take turns on an in-process lock instead of SQLite's busy handler,
-// which sleeps for milliseconds between tries. A handler mounted with sqlqueue.Transactional()
-// holds that write lock while it works (its transaction is a write transaction from its first
-// statement), so claims and settlements wait for it: keep such handlers short. Writes of other
-// processes, or through Pool() directly, meet SQLite's busy timeout as usual.
+// SQLite has one writer at a time: concurrent writes (claims, settlements, publishes, other
+// processes) wait for the write lock in SQLite's busy handler, up to the busy timeout. A handler
+// mounted with sqlqueue.Transactional() holds that lock while it works (its transaction is a
+// write transaction from its first statement), so claims and settlements wait for it: keep such
+// handlers short. (Earlier versions queued the process's own writes on an in-process lock; it
+// bought nothing measurable and is gone: see bench/README.md.)
 //
 // Throughput: the lease form settles a batch of deliveries in the transaction of the next
 // claim, one commit per batch. BenchmarkDrain drains rows through the service and through a
@@ -32,8 +32,16 @@
 // the machine's), at 7.8 allocations per message against the raw loop's 8.7. FULL and NORMAL
 // differed less there than on a disk whose sync is slow.
 //
-// Advisory keys are an in-process registry: they serialise rows with the same key among the
-// subscriptions of one process only. Several processes on one file need the lease form.
+// Advisory keys are an in-process registry (sqlqueue.LocalKeys): they serialise rows with the
+// same key among the subscriptions of one process, and while an advisory subscription runs the
+// process holds an exclusive lock on the companion file <database>-settle-keys, so an advisory
+// subscription of a second process on the same file is refused at start. Several processes on
+// one file use the lease form.
+//
+// Crash loops: the lease and advisory forms count an attempt when they take a row, so a
+// message whose handler kills the process is delivered again with a higher attempt, and with
+// core.DeadLetterAfter(n, dest) it goes to the dead letter at attempt n+1 without the handler
+// running ("not settled after n attempts").
 //
 // Times are stored as TEXT in UTC with microseconds ("2026-01-01T00:00:00.000000Z"), which
 // compare in time order.

@@ -82,17 +82,6 @@ func TestColumnKinds(t *testing.T) {
 	}
 }
 
-func TestWritesDetection(t *testing.T) {
-	for sql, want := range map[string]bool{
-		"INSERT INTO q VALUES (1) RETURNING id": true, " update q set a = 1 returning id": true, "DELETE FROM q RETURNING id": true,
-		"SELECT 1": false, "WITH x AS (SELECT 1) SELECT * FROM x": false, "": false,
-	} {
-		if got := writes(sql); got != want {
-			t.Errorf("writes(%q) = %v; want %v", sql, got, want)
-		}
-	}
-}
-
 func TestAdvisoryKeysPerFile(t *testing.T) {
 	dir := t.TempDir()
 	a, err := Open(context.Background(), filepath.Join(dir, "a.db"))
