@@ -209,7 +209,7 @@ func (a *advisory) stamp(ctx context.Context, ac *advConn, id int64, p ClaimPara
 	if err != nil || got == nil {
 		return nil, err
 	}
-	return &delivery{rt: rt, id: id, attempt: got.Attempt, payload: got.Payload, headers: got.Headers, createdAt: got.CreatedAt, ac: ac}, nil
+	return &delivery{rt: rt, id: id, idStr: strconv.FormatInt(id, 10), attempt: got.Attempt, payload: got.Payload, headers: got.Headers, createdAt: got.CreatedAt, ac: ac}, nil
 }
 
 func scanTaken(rows Rows, id int64) (*Claimed, error) {

@@ -16,7 +16,7 @@ import (
 type delivery struct {
 	rt      *runtime
 	id      int64
-	idStr   string
+	idStr   string // id in decimal, set when the delivery is built (the extender reads it concurrently)
 	attempt int
 	payload []byte
 	headers []byte
@@ -41,12 +41,7 @@ type delivery struct {
 }
 
 // ID is the row id in decimal.
-func (d *delivery) ID() string {
-	if d.idStr == "" {
-		d.idStr = strconv.FormatInt(d.id, 10)
-	}
-	return d.idStr
-}
+func (d *delivery) ID() string { return d.idStr }
 
 func (d *delivery) Attempt() int { return d.attempt }
 func (d *delivery) Body() []byte { return d.payload }
@@ -198,7 +193,7 @@ func (d *delivery) openTx() *handlerTx {
 func newDeliveries(rt *runtime, rows []Claimed) []delivery {
 	ds := make([]delivery, len(rows))
 	for i, r := range rows {
-		ds[i] = delivery{rt: rt, id: r.ID, attempt: r.Attempt, payload: r.Payload, headers: r.Headers, createdAt: r.CreatedAt}
+		ds[i] = delivery{rt: rt, id: r.ID, idStr: strconv.FormatInt(r.ID, 10), attempt: r.Attempt, payload: r.Payload, headers: r.Headers, createdAt: r.CreatedAt}
 	}
 	return ds
 }
