@@ -170,6 +170,11 @@ func (t *Tally) Observe(s core.Settlement) {
 		if t.ended[id] == "" { // the server moved it (a quorum queue's delivery limit)
 			t.ended[id] = "dead letter (" + s.Queue + ")"
 		}
+		// The copy says how many deliveries its message had; the dead-letter reader's settlement
+		// may be observed before the origin's own (two subscriptions, two goroutines).
+		if info, ok, _ := core.ParseDeadLetterInfo(s.Delivery.Headers()); ok && info.Count > t.tries[id] {
+			t.tries[id] = info.Count
+		}
 	case !t.main[s.Queue]:
 		return
 	case s.Verdict.Action == core.ActAck && strings.HasSuffix(s.Queue, PayoutQueue):
@@ -182,7 +187,7 @@ func (t *Tally) Observe(s core.Settlement) {
 		t.ended[id] = "dead letter (" + s.Verdict.Dest + ")"
 	}
 	if t.main[s.Queue] {
-		t.tries[id] = s.Delivery.Attempt()
+		t.tries[id] = max(t.tries[id], s.Delivery.Attempt())
 	}
 	if !t.closed && t.finished() {
 		t.closed = true
