@@ -1,0 +1,305 @@
+package sqlitepure
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/outbox"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+func TestOpenRefuses(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		opts []Option
+		want string
+	}{
+		{":memory:", nil, "file path"},
+		{"", nil, "file path"},
+		{"x.db", []Option{Synchronous("OFF")}, "Synchronous"},
+		{"x.db", []Option{BusyTimeout(0)}, "BusyTimeout"},
+		{"x.db", []Option{MaxOpenConns(-1)}, "MaxOpenConns"},
+		{"x.db", []Option{WithLogger(nil)}, "WithLogger(nil)"},
+		{"x.db", []Option{WithClock(nil)}, "WithClock(nil)"},
+		{"x.db", []Option{nil}, "nil option"},
+	} {
+		p := c.path
+		if p == "x.db" {
+			p = filepath.Join(t.TempDir(), p)
+		}
+		if _, err := Open(context.Background(), p, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%q): err = %v; want it to mention %q", c.path, err, c.want)
+		}
+	}
+}
+
+func TestOpenSettings(t *testing.T) {
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), Synchronous(Normal), BusyTimeout(2*time.Second), MaxOpenConns(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var mode string
+	var sync, busy int
+	if err := db.Pool().QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode = %q (%v); want wal", mode, err)
+	}
+	if err := db.Pool().QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 1 {
+		t.Errorf("synchronous = %d (%v); want 1 (NORMAL)", sync, err)
+	}
+	if err := db.Pool().QueryRow("PRAGMA busy_timeout").Scan(&busy); err != nil || busy != 2000 {
+		t.Errorf("busy_timeout = %d (%v); want 2000", busy, err)
+	}
+	if n := db.Pool().Stats().MaxOpenConnections; n != 3 {
+		t.Errorf("MaxOpenConnections = %d; want 3", n)
+	}
+	full, err := Open(context.Background(), filepath.Join(t.TempDir(), "f.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	if err := full.Pool().QueryRow("PRAGMA synchronous").Scan(&sync); err != nil || sync != 2 {
+		t.Errorf("default synchronous = %d (%v); want 2 (FULL)", sync, err)
+	}
+}
+
+// TestIsTransient: a write that meets another connection's write transaction fails, after the
+// busy timeout, with an error IsTransient recognises; other errors are not transient.
+func TestIsTransient(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "t.db"), BusyTimeout(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Pool().ExecContext(ctx, "CREATE TABLE t (x INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Pool().BeginTx(ctx, nil) // BEGIN IMMEDIATE: holds the write lock
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	_, err = db.Pool().ExecContext(ctx, "INSERT INTO t VALUES (1)")
+	if err == nil || !IsTransient(err) || !IsTransient(fmt.Errorf("wrapped: %w", err)) {
+		t.Fatalf("a write against a held write lock: %v (IsTransient %v); want a transient error", err, IsTransient(err))
+	}
+	_, err = db.Pool().ExecContext(ctx, "INSERT INTO nope VALUES (1)")
+	if err == nil || IsTransient(err) {
+		t.Errorf("a missing table: %v is transient", err)
+	}
+	if IsTransient(nil) || IsTransient(errors.New("database is locked")) {
+		t.Error("an error that is not the driver's is transient")
+	}
+}
+
+func TestTimesOrderAsText(t *testing.T) {
+	d := &dialect{}
+	a := time.Date(2026, 1, 1, 0, 0, 0, 900_000_000, time.UTC)
+	b := a.Add(time.Microsecond * 200_000) // crosses a second: .9 → 1.1
+	sa, sb := d.Time(a).(string), d.Time(b).(string)
+	if !(sa < sb) || len(sa) != len(sb) {
+		t.Errorf("%s and %s do not order as text", sa, sb)
+	}
+	back, err := ParseTime(sb)
+	if err != nil || !back.Equal(b) {
+		t.Errorf("ParseTime(%s) = %v, %v", sb, back, err)
+	}
+	if d.Time(time.Date(2026, 1, 1, 3, 0, 0, 0, time.FixedZone("x", 3*3600))) != d.Time(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("times are not stored in UTC")
+	}
+}
+
+func TestColumnKinds(t *testing.T) {
+	for decl, want := range map[string]sqlqueue.ColumnKind{
+		"INTEGER": sqlqueue.KindInteger, "BIGINT": sqlqueue.KindInteger, "TEXT": sqlqueue.KindText, "VARCHAR(20)": sqlqueue.KindText,
+		"BLOB": sqlqueue.KindBytes, "": sqlqueue.KindBytes, "JSON": sqlqueue.KindJSON, "DATETIME": sqlqueue.KindTime, "NUMERIC": sqlqueue.KindUnknown,
+		"BOOLEAN": sqlqueue.KindBool, "REAL": sqlqueue.KindFloat, "DOUBLE PRECISION": sqlqueue.KindFloat,
+	} {
+		if got := kind(decl); got != want {
+			t.Errorf("kind(%q) = %v; want %v", decl, got, want)
+		}
+	}
+}
+
+// TestCapabilities: the dialect declares SQLite's family, one writer at a time and column
+// types; nothing depends on its name, which is not "sqlite". outbox.DDL builds its table.
+func TestCapabilities(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	d := db.Dialect()
+	if d.Name() == "sqlite" || sqlqueue.FamilyOf(d) != sqlqueue.FamilySQLite || !sqlqueue.IsSingleWriter(d) {
+		t.Fatalf("name %q, family %q, single writer %v", d.Name(), sqlqueue.FamilyOf(d), sqlqueue.IsSingleWriter(d))
+	}
+	ddl, err := outbox.DDL(d, "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Pool().ExecContext(ctx, ddl); err != nil {
+		t.Fatalf("outbox DDL %s: %v", ddl, err)
+	}
+}
+
+func TestAdvisoryKeysPerFile(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	a, err := Open(ctx, filepath.Join(dir, "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a2, err := Open(ctx, filepath.Join(dir, "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close()
+	b, err := Open(ctx, filepath.Join(dir, "b.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c1, _ := a.Queue().Conn(ctx)
+	defer c1.Close()
+	c2, _ := a2.Queue().Conn(ctx)
+	defer c2.Close()
+	c3, _ := b.Queue().Conn(ctx)
+	defer c3.Close()
+	if ok, _ := a.dialect.TryLock(ctx, c1, "k"); !ok {
+		t.Fatal("first lock refused")
+	}
+	if ok, _ := a2.dialect.TryLock(ctx, c2, "k"); ok {
+		t.Error("a key held through one DB of a file was taken through another DB of the same file")
+	}
+	if ok, _ := b.dialect.TryLock(ctx, c3, "k"); !ok {
+		t.Error("keys of another database file collide")
+	}
+	_ = a.dialect.Unlock(ctx, c1, "k")
+	if ok, _ := a2.dialect.TryLock(ctx, c2, "k"); !ok {
+		t.Error("an unlocked key could not be taken")
+	}
+	_ = a2.dialect.Unlock(ctx, c2, "k")
+	_ = b.dialect.Unlock(ctx, c3, "k")
+}
+
+func TestNewChecksThePool(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	open := func(dsn string) *sql.DB {
+		p, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	good := open("file:" + filepath.Join(dir, "good.db") + "?_txlock=immediate&_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	db, err := New(ctx, good)
+	if err != nil {
+		t.Fatalf("New on an immediate pool with a busy timeout: %v", err)
+	}
+	if db.Path() != filepath.Join(dir, "good.db") {
+		t.Errorf("Path = %q", db.Path())
+	}
+	if err := db.Close(); err != nil || good.PingContext(ctx) != nil {
+		t.Errorf("Close of a DB made by New closed the caller's pool (%v)", err)
+	}
+	for _, c := range []struct {
+		pool *sql.DB
+		opts []Option
+		want string
+	}{
+		{open("file:" + filepath.Join(dir, "deferred.db") + "?_pragma=busy_timeout(5000)"), nil, "_txlock=immediate"},
+		{open("file:" + filepath.Join(dir, "nobusy.db") + "?_txlock=immediate"), nil, "busy_timeout"},
+		{open(":memory:"), nil, "in memory"},
+		{good, []Option{Synchronous(Normal)}, "sqlitepure.Synchronous"},
+		{good, []Option{MaxOpenConns(3)}, "sqlitepure.MaxOpenConns"},
+		{good, []Option{BusyTimeout(time.Second)}, "sqlitepure.BusyTimeout"},
+		{good, []Option{WithLogger(nil)}, "WithLogger(nil)"},
+		{nil, nil, "nil *sql.DB"},
+	} {
+		if _, err := New(ctx, c.pool, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New: err = %v; want it to mention %q", err, c.want)
+		}
+	}
+}
+
+// TestCanonicalTable: every spelling SQLite resolves to one table names it the same way.
+func TestCanonicalTable(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateTable(ctx, sqlqueue.StandardTable("Jobs")); err != nil {
+		t.Fatal(err)
+	}
+	want := sqlqueue.TableRef{Schema: "main", Name: "Jobs"}
+	for _, ref := range []sqlqueue.TableRef{{Name: "Jobs"}, {Name: "jobs"}, {Schema: "MAIN", Name: "JOBS"}, {Schema: "main", Name: "Jobs"}} {
+		got, err := db.dialect.CanonicalTable(ctx, db.Queue(), ref)
+		if err != nil || got != want {
+			t.Errorf("CanonicalTable(%v) = %v, %v; want %v", ref, got, err, want)
+		}
+	}
+	if _, err := db.dialect.CanonicalTable(ctx, db.Queue(), sqlqueue.TableRef{Name: "nope"}); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("CanonicalTable of a missing table: %v", err)
+	}
+}
+
+// TestCreatedAtDefaultIsTimeFormat: a row inserted without created_at gets the current time in
+// TimeFormat, fixed-width microseconds like every time the engine writes.
+func TestCreatedAtDefaultIsTimeFormat(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateTable(ctx, sqlqueue.StandardTable("jobs")); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().UTC().Truncate(time.Millisecond)
+	if _, err := db.Pool().ExecContext(ctx, `INSERT INTO jobs (payload, grp) VALUES (x'00', 'q')`); err != nil {
+		t.Fatal(err)
+	}
+	var s string
+	if err := db.Pool().QueryRowContext(ctx, `SELECT created_at FROM jobs`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	at, err := ParseTime(s)
+	if err != nil || len(s) != len(TimeFormat) {
+		t.Fatalf("created_at default %q is not in TimeFormat %q: %v", s, TimeFormat, err)
+	}
+	if at.Before(before) || at.After(time.Now().Add(time.Second)) {
+		t.Fatalf("created_at default %v is not the insert's time (after %v)", at, before)
+	}
+}
+
+func TestHealthIsThePoolsPing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.db")
+	db, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := db.CheckHealth(context.Background())
+	if h.Status != core.HealthPass || h.State != "connected" || h.Name != "sqlite "+path {
+		t.Fatalf("open: %+v", h)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h := db.CheckHealth(context.Background()); h.Status != core.HealthFail || h.State != "unreachable" || h.Output == "" {
+		t.Fatalf("closed: %+v", h)
+	}
+}
