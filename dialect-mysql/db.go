@@ -404,7 +404,10 @@ func (c *conn) Close() error { return c.c.Close() }
 // lock it held.
 func (c *conn) Discard() error {
 	_ = c.c.Raw(func(any) error { return driver.ErrBadConn })
-	return c.c.Close()
+	if err := c.c.Close(); err != nil && !errors.Is(err, sql.ErrConnDone) {
+		return err // Raw could not run; a connection Raw dropped is already closed
+	}
+	return nil
 }
 
 // Unwrap returns the *sql.Conn.

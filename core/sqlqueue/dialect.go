@@ -219,9 +219,33 @@ type RowLockDialect interface {
 }
 
 // AdvisoryDialect is a Dialect with advisory key locks held by a connection.
+//
+// The contract the advisory form relies on:
+//
+//   - A key is exclusive across every claimant of the database: every connection of every
+//     pool, in every process, that may claim the same table. TryLock refuses a key another
+//     connection holds. Keys held in one process's memory (LocalKeys) do not meet this across
+//     processes; such a dialect must refuse an advisory subscription of a second process on
+//     the same database (LocalKeys.Hold) rather than let two hold one row.
+//   - TryLock need not be re-entrant: the engine takes at most one key per connection at a
+//     time (it reserves a connection per worker, Workers(n)) and unlocks it before that
+//     connection takes another. A re-entrant implementation (PostgreSQL's, MySQL's, LocalKeys)
+//     is fine; one Unlock must then still release a key taken once.
+//   - Keys belong to the connection, and go with it: the engine discards a connection whose
+//     Unlock failed (Conn.Discard), and a connection lost with the server, and relies on that
+//     releasing every key the connection held, as a server session's locks end with the
+//     session. A dialect whose keys are not server state releases them in its Conn's Discard
+//     (LocalKeys.ReleaseConn). When a subscription stops, the engine unlocks the keys of the
+//     rows it gave back, then returns its connections to the pool (Conn.Close).
+//   - Keys are text: a prefix naming the table (canonical with TableIdentity) and a colon,
+//     then the KeyText of the row. A dialect may hash them to what its server takes, provided
+//     distinct keys rarely collide (a collision only serialises two rows).
+//
+// sqlqueuetest checks the first three on the fixture's DB (Behaviour/advisory/key_contract).
 type AdvisoryDialect interface {
 	Dialect
-	// TryLock takes key on c without waiting and reports whether it got it.
+	// TryLock takes key on c without waiting and reports whether it got it: false, with no
+	// error, when another connection holds it.
 	TryLock(ctx context.Context, c Conn, key string) (bool, error)
 	// Unlock releases key taken on c.
 	Unlock(ctx context.Context, c Conn, key string) error

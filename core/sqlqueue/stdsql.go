@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 )
 
 // StdDB adapts a database/sql pool to DB, for dialects whose driver is a database/sql driver
@@ -73,10 +74,15 @@ func (c *stdConn) Begin(ctx context.Context) (Transaction, error) {
 
 func (c *stdConn) Close() error { return c.c.Close() }
 
-// Discard makes database/sql drop the connection instead of pooling it.
+// Discard makes database/sql drop the connection instead of pooling it. Raw returning
+// driver.ErrBadConn already closes the *sql.Conn, so Close only has something to do (and an
+// error to report) when Raw could not run.
 func (c *stdConn) Discard() error {
 	_ = c.c.Raw(func(any) error { return driver.ErrBadConn })
-	return c.c.Close()
+	if err := c.c.Close(); err != nil && !errors.Is(err, sql.ErrConnDone) {
+		return err
+	}
+	return nil
 }
 
 // Unwrap returns the *sql.Conn.

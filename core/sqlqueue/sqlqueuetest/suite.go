@@ -58,6 +58,16 @@ type Fixture struct {
 	// provides Exec, Count and Rows for a driver with a database/sql face.
 	Rows func(ctx context.Context, t sqlqueue.Table) ([]Row, error)
 	// Lease, RowLock and Advisory construct endpoints; nil when the dialect lacks the form.
+	//
+	// A dialect of a database without row locks whose write transaction holds the whole
+	// database (SQLite) may still run the row-lock cases, which exercise the engine's
+	// transaction-per-claim path, through a test-only shim: RowLock builds sqlqueue.NewRowLock
+	// over a wrapper of its dialect whose RowLockClaim is sqlqueue.SelectClaim(s, "") and
+	// whose RowLocking methods return "" (the open transaction already holds what it read).
+	// The dialect then declares sqlqueue.SingleWriter, and the suite runs the cases that
+	// would keep several claim transactions open at once with one worker. dialect-sqlite's
+	// and dialect-sqlite-purego's conformance_test.go hold such a shim; docs/custom-dialect.md
+	// explains it.
 	Lease, RowLock, Advisory Endpoint
 	// Schema is the schema (database) that unqualified table names resolve to on DB, as the
 	// catalogue spells it ("main" on SQLite, the search_path's first schema on PostgreSQL, the
