@@ -36,7 +36,6 @@ import (
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
-	sqlite "github.com/settlehq/settle/dialect-sqlite"
 	amqp "github.com/settlehq/settle/transport-amqp"
 )
 
@@ -148,7 +147,7 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, appOpts
 	if c.Poll <= 0 {
 		return fmt.Errorf("-poll %v: must be positive", c.Poll)
 	}
-	db, err := sqlite.Open(ctx, c.DB)
+	db, err := openSQLite(ctx, c.DB)
 	if err != nil {
 		return err
 	}
@@ -172,11 +171,11 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, appOpts
 	tally := NewTally()
 	app := core.New(append([]core.AppOption{core.WithLogger(log), core.WithObserver(tally.Observe), core.WithoutSignals()}, appOpts...)...)
 	app.Register(db)
-	main, err := sqlite.Lease(db, table, Queue)
+	main, err := sqliteLease(db, table, Queue)
 	if err != nil {
 		return err
 	}
-	dead, err := sqlite.Lease(db, table, DeadQueue)
+	dead, err := sqliteLease(db, table, DeadQueue)
 	if err != nil {
 		return err
 	}
@@ -186,14 +185,14 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, appOpts
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if !c.Serve {
-		pub, err := sqlite.NewPublisher(db, table, Queue, sqlqueue.PublishClock(app.Clock()))
+		pub, err := sqliteNewPublisher(db, table, Queue, sqlqueue.PublishClock(app.Clock()))
 		if err != nil {
 			return err
 		}
 		if err := Seed(ctx, pub, tally); err != nil {
 			return fmt.Errorf("seeding: %w", err)
 		}
-		fmt.Fprintf(out, "seeded %d refunds into %s; processing…\n", len(Samples), c.DB)
+		fmt.Fprintf(out, "seeded %d refunds into %s (SQLite through %s); processing…\n", len(Samples), c.DB, SQLiteDialect)
 		go func() {
 			select {
 			case <-tally.Done():

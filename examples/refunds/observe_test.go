@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,15 +49,14 @@ func TestObservabilityOfTheDemo(t *testing.T) {
 		metrics string
 	}
 	ready := make(chan answer, 1)
-	settled := 0
+	var settled atomic.Int32 // observers run on the settling goroutines, several at once
 	ran := make(chan error, 1)
 	stopDriving := make(chan struct{})
 	var out bytes.Buffer
 	go func() {
 		ran <- Run(context.Background(), cfg, &out, slog.New(logs), append(obs.AppOptions(), core.WithClock(vc),
 			core.WithObserver(func(core.Settlement) {
-				settled++
-				if settled == 1 { // while the App runs
+				if settled.Add(1) == 1 { // while the App runs
 					code, _ := get("/readyz")
 					_, metrics := get("/metrics")
 					ready <- answer{code, metrics}

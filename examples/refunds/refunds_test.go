@@ -14,7 +14,6 @@ import (
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/coretest"
-	sqlite "github.com/settlehq/settle/dialect-sqlite"
 )
 
 var epoch = time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
@@ -129,7 +128,7 @@ func TestDemo(t *testing.T) {
 		t.Errorf("%d backoffs of busy refunds; want %d", busy, 2*(MaxAttempts-1))
 	}
 
-	db, err := sqlite.Open(context.Background(), path)
+	db, err := openSQLite(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +164,7 @@ func TestServeTakesInsertedRows(t *testing.T) {
 	if err := vc.BlockUntil(ctx, 4); err != nil { // both subscriptions idle: the table exists
 		t.Fatal(err)
 	}
-	db, err := sqlite.Open(context.Background(), path)
+	db, err := openSQLite(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
