@@ -5,7 +5,8 @@
 # sets), then, for each program in ci/consumer/, in a fresh module outside the workspace
 # (GOWORK=off, a module cache of its own, GOPROXY = that proxy, then this machine's module cache
 # and normal proxy for third-party modules, GONOSUMDB for settle's path):
-#   - go gets the one settle module the program needs (dialect-sqlite; transport-amqp),
+#   - go gets the one settle module the program needs (dialect-sqlite; dialect-sqlite-purego,
+#     built with CGO_ENABLED=0; transport-amqp),
 #   - builds and runs it: it publishes a message, acknowledges it and checks what the backend holds
 #     (SQLite in a temporary file; the real RabbitMQ at SETTLE_TEST_AMQP_URL),
 #   - fails if any settle module resolves to a version other than VERSION, through a replace, or
@@ -119,6 +120,7 @@ consume() {
 }
 
 consume sqlite dialect-sqlite "$work/sqlite/queue.db"
+CGO_ENABLED=0 consume sqlitepure dialect-sqlite-purego "$work/sqlitepure/queue.db" # no C compiler needed
 
 if (exec 3<>"/dev/tcp/$(sed -E 's|^[a-z]+://([^@]*@)?([^:/]+).*|\2|' <<<"$amqp_url")/$(sed -E 's|^[a-z]+://([^@]*@)?[^:/]+:?([0-9]*).*|\2|' <<<"$amqp_url" | sed 's/^$/5672/')") 2>/dev/null; then
 	consume amqp transport-amqp "$amqp_url"
