@@ -22,19 +22,28 @@ require (
 require (
 	github.com/cenkalti/backoff/v3 v3.2.2 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
+	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/lib/pq v1.10.9 // indirect
 	github.com/lithammer/shortuuid/v3 v3.0.7 // indirect
+	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/mattn/go-sqlite3 v1.14.53 // indirect
 	github.com/nats-io/nkeys v0.4.17 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/sony/gobreaker v1.0.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
+	modernc.org/libc v1.80.1 // indirect
+	modernc.org/mathutil v1.7.1 // indirect
+	modernc.org/memory v1.12.1 // indirect
+	modernc.org/sqlite v1.62.0 // indirect
 )
 
 require (
@@ -46,6 +55,8 @@ require (
 	github.com/riverqueue/river/rivershared v0.51.2 // indirect
 	github.com/riverqueue/river/rivertype v0.51.2 // indirect
 	github.com/settlehq/settle/adapter-watermill v0.1.0
+	github.com/settlehq/settle/dialect-sqlite v0.1.0
+	github.com/settlehq/settle/dialect-sqlite-purego v0.1.0
 	github.com/settlehq/settle/transport-amqp v0.1.0
 	github.com/settlehq/settle/transport-nats v0.1.0
 	github.com/tidwall/gjson v1.20.0 // indirect
@@ -67,3 +78,5 @@ replace github.com/settlehq/settle/transport-nats => ../transport-nats
 replace github.com/settlehq/settle/adapter-watermill => ../adapter-watermill
 
 replace github.com/settlehq/settle/dialect-sqlite => ../dialect-sqlite
+
+replace github.com/settlehq/settle/dialect-sqlite-purego => ../dialect-sqlite-purego
