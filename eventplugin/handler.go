@@ -38,8 +38,8 @@ type Manifest struct {
 type Handles struct {
 	Event Event
 	// Dialects are families of SQL as dialects declare them (sqlqueue.FamilyOf: "sqlite",
-	// "postgres", "mysql", "mariadb"; a dialect of another database gives its name); empty
-	// means every dialect.
+	// "postgres", "mysql", "mariadb", or a family a dialect of another database declares);
+	// empty means every dialect, including one that declares no family.
 	Dialects []string
 }
 
@@ -86,7 +86,7 @@ type Request struct {
 	// Event is the event to render.
 	Event Event
 	// Dialect is the family of SQL the dialect declares ("sqlite", "postgres", "mysql", "mariadb";
-	// sqlqueue.FamilyOf), which the plugin writes its SQL for.
+	// sqlqueue.FamilyOf), which the plugin writes its SQL for; "" when it declares none.
 	Dialect string
 	// Form is the subscription's claim form: where the statements will run.
 	Form sqlqueue.Form

@@ -44,7 +44,7 @@ const (
 
 // grammarOf returns the grammar of a dialect by the family of SQL it declares
 // (sqlqueue.FamilyOf, which is what requests carry as their dialect), and by parameter spelling
-// for a dialect of another family ($n reads as PostgreSQL, ? as SQLite).
+// for a dialect of another family or of none ($n reads as PostgreSQL, ? as SQLite).
 func grammarOf(dialect string, p Placeholders) grammar {
 	switch {
 	case dialect == "postgres" || p == PlaceholdersDollar:

@@ -125,3 +125,26 @@ func TestCheckRefusesUnreadableStatement(t *testing.T) {
 		t.Fatalf("check of a statement with a # comment: %v", err)
 	}
 }
+
+// TestGrammarFromFamilyOrPlaceholders: a request's dialect is the declared family of SQL
+// (sqlqueue.FamilyOf); a dialect that declares none ("") is read by its placeholders.
+func TestGrammarFromFamilyOrPlaceholders(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		family string
+		p      Placeholders
+		want   grammar
+	}{
+		{"sqlite", PlaceholdersQuestion, grammarSQLite},
+		{"postgres", PlaceholdersDollar, grammarPostgres},
+		{"mysql", PlaceholdersQuestion, grammarMySQL},
+		{"mariadb", PlaceholdersQuestion, grammarMariaDB},
+		{"", PlaceholdersQuestion, grammarSQLite},
+		{"", PlaceholdersDollar, grammarPostgres},
+		{"duckdb", PlaceholdersDollar, grammarPostgres},
+	} {
+		if g := grammarOf(c.family, c.p); g != c.want {
+			t.Errorf("grammarOf(%q, %v) = %s, want %s", c.family, c.p, g, c.want)
+		}
+	}
+}

@@ -113,6 +113,9 @@ func (p *Plugin) Check(ctx context.Context, dialect string, events ...Event) err
 	defer p.mu.Unlock()
 	for _, e := range events {
 		if !p.manifest.Declares(e, dialect) {
+			if dialect == "" {
+				return &Error{Plugin: p.name, Event: e, Err: fmt.Errorf("%w: the plugin declares the dialects it handles %s for, and this dialect declares no family of SQL (sqlqueue.SQLFamily)", ErrUndeclared, e)}
+			}
 			return &Error{Plugin: p.name, Event: e, Err: fmt.Errorf("%w: the plugin does not handle %s for dialect %q", ErrUndeclared, e, dialect)}
 		}
 	}

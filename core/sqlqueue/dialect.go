@@ -325,7 +325,9 @@ type TableIdentity interface {
 // its types and its functions. It is a declared capability, not a dialect's name: a dialect
 // written for another driver of a database that settle knows (a pure-Go SQLite driver)
 // declares that database's family, and custom events, plugins and tools that keep SQL per
-// family treat it as they treat settle's own dialect for it.
+// family treat it as they treat settle's own dialect for it. A dialect of a database settle
+// has no dialect for may declare a family of its own (Family("duckdb")) for plugins that keep
+// SQL for it.
 type Family string
 
 // The families of the databases settle's own dialects serve.
@@ -342,14 +344,14 @@ type SQLFamily interface {
 	Family() Family
 }
 
-// FamilyOf returns the family d declares (SQLFamily), or, for a dialect that declares none (a
-// database settle has no dialect for), its Name: custom events (EventInput.Dialect) and plugins
-// are told it, and whoever keeps SQL for that database knows it by that name.
+// FamilyOf returns the family d declares (SQLFamily), or "" for a dialect that declares none:
+// never its Name, so a dialect is not taken for another by what it is called. Custom events
+// (EventInput.Dialect), plugins and telemetry are told it.
 func FamilyOf(d Dialect) Family {
 	if f, ok := d.(SQLFamily); ok {
 		return f.Family()
 	}
-	return Family(d.Name())
+	return ""
 }
 
 // SingleWriter is an optional interface of a Dialect whose database runs one write transaction

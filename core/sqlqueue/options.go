@@ -274,8 +274,8 @@ type EventInput struct {
 	Kind EventKind
 	Form Form
 	// Dialect is the family of SQL the dialect declares (FamilyOf: "sqlite", "postgres",
-	// "mysql", "mariadb"), which the statements' grammar, types and functions follow; a dialect
-	// that declares none gives its Name. Placeholders are the dialect's own (Placeholder: ? or
+	// "mysql", "mariadb"), which the statements' grammar, types and functions follow; "" for a
+	// dialect that declares none (never its Name). Placeholders are the dialect's own (Placeholder: ? or
 	// $n), whatever the family.
 	Dialect string
 	// Queue and Table name where the row lives.

@@ -33,7 +33,7 @@ func (d *delivery) EnqueuedAt() (time.Time, bool) { return d.createdAt, !d.creat
 
 // MessagingSystem names the database as OpenTelemetry's messaging.system (core.MessagingSystem),
 // from the family of SQL its dialect declares (FamilyOf): postgresql, mysql (MySQL and MariaDB),
-// sqlite, or the family's own name.
+// sqlite, the family's own name, or "unknown" for a dialect that declares none.
 func (d *delivery) MessagingSystem() string { return systemName(FamilyOf(d.rt.d)) }
 
 func systemName(f Family) string {
@@ -42,6 +42,8 @@ func systemName(f Family) string {
 		return "postgresql"
 	case FamilyMySQL, FamilyMariaDB:
 		return "mysql"
+	case "":
+		return "unknown"
 	}
 	return string(f)
 }

@@ -302,7 +302,7 @@ func (x *DescribeResponse) GetHandles() []*Handles {
 type Handles struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Event Event                  `protobuf:"varint,1,opt,name=event,proto3,enum=settle.eventplugin.v1.Event" json:"event,omitempty"`
-	// dialects are dialect names ("sqlite", "postgres", "mysql", "mariadb"); empty means all.
+	// dialects are families of SQL ("sqlite", "postgres", "mysql", "mariadb"); empty means all.
 	Dialects      []string `protobuf:"bytes,2,rep,name=dialects,proto3" json:"dialects,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
