@@ -23,6 +23,10 @@
 //	          there, then RELEASE_LOCK; candidates whose lock is taken are filtered out with
 //	          IS_USED_LOCK
 //
+// A crashed process's rows (lease: locked_until past; advisory: the locked_until mark set when a
+// row is taken, with its lock free) are taken again one at a time and run alone
+// (core.Suspect), so a poison row cannot drag its neighbours to the cap.
+//
 // Neither flavour has UPDATE … RETURNING, so the lease claim selects and then stamps in one
 // transaction. MariaDB has INSERT … RETURNING (Publish reads the new id from it) and
 // DELETE … RETURNING; MySQL has neither and Publish reads LAST_INSERT_ID(). Without a group

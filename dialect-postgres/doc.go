@@ -20,13 +20,17 @@
 //     flush of acks and drops travels with the next claim as one pgx batch: one round trip and
 //     one commit per cycle (each grouped statement's row count is checked on the server, so a
 //     lease lost in the group rolls the cycle back and the flush is settled on its own). The
-//     fastest form; a crashed process's rows come back when their lease runs out.
+//     fastest form; a crashed process's rows come back when their lease runs out, one at a
+//     time and each run alone (core.Suspect), so a poison row cannot drag its neighbours to
+//     the cap.
 //   - RowLock: the claim transaction holds the rows (FOR UPDATE SKIP LOCKED) until they are
 //     settled, and its commit is the settlement. A crashed process's rows come back at once;
 //     each claimed batch keeps one connection busy while its handlers run.
 //   - Advisory: pg_try_advisory_lock on a key per row (sqlqueue.AdvisoryKey; by default the id,
 //     hashed with hashtextextended) on a connection reserved for the delivery; rows that share a
 //     key are worked one at a time across processes. One connection per in-flight delivery.
+//     Taking a row marks it in locked_until (where the table has the column) and settling
+//     clears it, so the rows a crashed process held are taken again one at a time, alone.
 //
 // Pool sizing: a lease subscription borrows connections only for its statements; a row-lock
 // subscription keeps one connection per open claim (a claimed batch waiting for its handlers)

@@ -41,7 +41,10 @@
 // Crash loops: the lease and advisory forms count an attempt when they take a row, so a
 // message whose handler kills the process is delivered again with a higher attempt, and with
 // core.DeadLetterAfter(n, dest) it goes to the dead letter at attempt n+1 without the handler
-// running ("not settled after n attempts").
+// running ("not settled after n attempts"). The rows claimed beside it are not dragged along:
+// a row whose claim lapsed without a settlement is taken again alone, as core.Suspect, so a
+// crash charges only the row being handled (the advisory form marks a taken row in
+// locked_until for this; see sqlqueue's "Crash loops end at the cap").
 //
 // Times are stored as TEXT in UTC with microseconds ("2026-01-01T00:00:00.000000Z"), which
 // compare in time order.

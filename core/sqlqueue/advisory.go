@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/settlehq/settle/core"
 )
@@ -22,8 +23,13 @@ type advisory struct {
 	out      outage // while the database does not answer
 	released chan struct{}
 
-	mu    sync.Mutex
-	conns []*advConn
+	// the rescue of lapsed takes (advisory_rescue.go), used by Next only
+	rescuing bool
+	rescueBy time.Time
+
+	mu      sync.Mutex
+	conns   []*advConn
+	suspect *advConn // holds a suspect delivery: nothing else is taken meanwhile
 }
 
 // advConn is one dedicated connection; it holds at most one delivery's key.
@@ -66,6 +72,15 @@ func (a *advisory) Next(ctx context.Context) (core.Delivery, error) {
 		if n > 0 {
 			continue
 		}
+		if a.holdsSuspect() {
+			// A suspect runs alone: nothing is taken until it is settled.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-a.released:
+			}
+			continue
+		}
 		if err := a.rt.waitReady(ctx, woken, a.released); err != nil {
 			return nil, err
 		}
@@ -85,17 +100,20 @@ func (a *advisory) free() []*advConn {
 }
 
 type candidate struct {
-	id  int64
-	key string
+	id     int64
+	key    string
+	lapsed bool // marked taken, and not held: its last taker went away without settling it
 }
 
 // take locks and takes ready rows, at most one per free connection.
 func (a *advisory) take(ctx context.Context) (int, error) {
 	rt := a.rt
 	free := a.free()
-	if len(free) == 0 {
+	if len(free) == 0 || !a.mayTake(len(free)) {
 		return 0, nil
 	}
+	allFree := len(free) == len(a.conns)
+	wasRescuing := a.rescuing
 	now := rt.now()
 	// Rows held back after a failed settlement are passed over here (their hold may be in
 	// memory only): look at that many more.
@@ -107,10 +125,12 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 	var cands []candidate
 	for rows.Next() {
 		var c candidate
-		if err := rows.Scan(&c.id, &c.key); err != nil {
+		var lapsed int64
+		if err := rows.Scan(&c.id, &c.key, &lapsed); err != nil {
 			rows.Close()
 			return 0, err
 		}
+		c.lapsed = lapsed != 0
 		cands = append(cands, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -120,12 +140,16 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 	rows.Close()
 	a.buf, a.pos = a.buf[:0], 0
 	prefix := rt.keyPrefix()
+	sawLapsed := false
 	for _, c := range cands {
 		if len(free) == 0 {
 			break
 		}
 		if rt.heldBack(c.id, now) {
 			continue
+		}
+		if !c.lapsed && a.rescuing {
+			continue // a lapsed row waits to be taken alone
 		}
 		ac := free[0]
 		if ac.c == nil {
@@ -149,7 +173,15 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 			return len(a.buf), fmt.Errorf("sqlqueue: locking advisory key %q: %w", key, err)
 		}
 		if !ok {
-			continue
+			continue // held: its taker is alive
+		}
+		if c.lapsed {
+			// Marked taken, yet its key was free: its taker went away without settling it.
+			sawLapsed = true
+			if !a.takesLapsed(allFree) {
+				a.unlock(ac, key)
+				continue
+			}
 		}
 		d, err := a.stamp(ctx, ac, c.id, p)
 		if err != nil || d == nil {
@@ -165,11 +197,24 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 			continue
 		}
 		d.key = key
+		d.suspect = c.lapsed
 		a.mu.Lock()
 		ac.busy = true
+		if d.suspect {
+			a.suspect = ac
+		}
 		a.mu.Unlock()
 		free = free[1:]
 		a.buf = append(a.buf, d)
+		if d.suspect {
+			break // taken alone
+		}
+	}
+	a.rescueDone(sawLapsed)
+	if wasRescuing && !a.rescuing && len(a.buf) == 0 {
+		// No lapsed row left (another process took it): the ordinary rows this round passed
+		// over may go now.
+		return a.take(ctx)
 	}
 	return len(a.buf), nil
 }
@@ -196,7 +241,7 @@ func (a *advisory) dedicate(ctx context.Context, ac *advConn) error {
 // longer ready (another process finished it between the look and the lock).
 func (a *advisory) stamp(ctx context.Context, ac *advConn, id int64, p ClaimParams) (*delivery, error) {
 	rt := a.rt
-	args := append([]any{id}, rt.st.takeB.bind(p, nil)...)
+	args := rt.st.takeB.bindID(p, id, nil)
 	r, err := ac.c.Exec(ctx, rt.st.takeStamp, args...)
 	if err != nil || r.RowsAffected == 0 {
 		return nil, err
@@ -294,6 +339,9 @@ func (a *advisory) unlock(ac *advConn, key string) {
 	}
 	a.mu.Lock()
 	ac.busy = false
+	if a.suspect == ac {
+		a.suspect = nil
+	}
 	a.mu.Unlock()
 	select {
 	case a.released <- struct{}{}:
@@ -311,6 +359,7 @@ func (a *advisory) discard(ac *advConn) {
 // Close unlocks the rows taken but never handed out and gives the connections back.
 func (a *advisory) Close() error {
 	for _, d := range a.buf[a.pos:] {
+		a.untake(d)
 		a.unlock(d.ac, d.key)
 	}
 	a.buf, a.pos = nil, 0

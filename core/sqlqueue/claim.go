@@ -41,6 +41,7 @@ const (
 	slotToken
 	slotLimit
 	slotGroup
+	slotID // a row's id, bound by bindID
 )
 
 // binder renders placeholders in order and remembers which value each one takes, so that a
@@ -57,16 +58,33 @@ func (b *binder) ph(s slot) string {
 
 func (b *binder) bind(p ClaimParams, args []any) []any {
 	for _, s := range b.slots {
-		switch s {
-		case slotNow:
-			args = append(args, b.d.Time(p.Now))
-		case slotToken:
-			args = append(args, b.d.Time(p.Token))
-		case slotLimit:
-			args = append(args, int64(p.Limit))
-		case slotGroup:
-			args = append(args, p.Group)
+		args = b.bindOne(s, p, args)
+	}
+	return args
+}
+
+func (b *binder) bindOne(s slot, p ClaimParams, args []any) []any {
+	switch s {
+	case slotNow:
+		args = append(args, b.d.Time(p.Now))
+	case slotToken:
+		args = append(args, b.d.Time(p.Token))
+	case slotLimit:
+		args = append(args, int64(p.Limit))
+	case slotGroup:
+		args = append(args, p.Group)
+	}
+	return args
+}
+
+// bindID binds p with id for slotID.
+func (b *binder) bindID(p ClaimParams, id int64, args []any) []any {
+	for _, s := range b.slots {
+		if s == slotID {
+			args = append(args, id)
+			continue
 		}
+		args = b.bindOne(s, p, args)
 	}
 	return args
 }
@@ -84,7 +102,14 @@ func (s *Schema) ready(f Form, b *binder) string {
 		w = append(w, "("+s.RetryAfter+" IS NULL OR "+s.RetryAfter+" <= "+b.ph(slotNow)+")")
 	}
 	if f == FormLease && s.LockedUntil != "" {
-		w = append(w, "("+s.LockedUntil+" IS NULL OR "+s.LockedUntil+" <= "+b.ph(slotNow)+")")
+		// A row whose lease ran out without a settlement (its process died, hung or lost its
+		// connection) may be the one that killed it: only the rescue claim takes it, alone
+		// (lease_rescue.go).
+		if s.Lapsed {
+			w = append(w, s.LockedUntil+" IS NOT NULL AND "+s.LockedUntil+" <= "+b.ph(slotNow))
+		} else {
+			w = append(w, s.LockedUntil+" IS NULL")
+		}
 	}
 	if len(w) == 0 {
 		return "1 = 1"

@@ -30,6 +30,7 @@ type delivery struct {
 	handedAt  time.Time  // lease with a handler Timeout: when it was handed out
 	overran   bool       // lease: its handler ran past Timeout and grace; no longer extended
 	settled   bool
+	suspect   bool // lease: taken after its previous claim lapsed without a settlement
 
 	lb      *leaseBatch // lease
 	rb      *rlBatch    // row lock
@@ -39,6 +40,10 @@ type delivery struct {
 
 	hctx handlerTx // transactional mode
 }
+
+// Suspect reports whether the row's previous claim lapsed without a settlement: its process
+// may have died in its handler. Core runs it with no other handler of the subscription.
+func (d *delivery) Suspect() bool { return d.suspect }
 
 // ID is the row id in decimal.
 func (d *delivery) ID() string { return d.idStr }

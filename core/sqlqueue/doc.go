@@ -40,6 +40,23 @@
 // last_error and the dead-letter headers) and a warning carrying queue, message_id and
 // attempt. This holds in every form (the row-lock form: with its default CountAtClaim, below).
 //
+// A poison row does not take its neighbours down. A crash charges an attempt to every row its
+// process had claimed, handled or not; in the lease and advisory forms such a row is then
+// recognisable: its claim lapsed without a settlement (lease: locked_until set and past, since
+// every settlement and release clears it and a failed settlement's hold goes into retry_after;
+// advisory: taking a row marks it in locked_until, where the table has the column, every
+// settlement clears the mark, and its key is free). Such a row is taken only by a rescue, one
+// at a time, when the process holds nothing else and takes nothing else while it runs, and it
+// is handed out as core.Suspect, which core runs with no other handler of the subscription. A
+// crash in its handler charges that row alone: the poison row reaches the cap, the rows
+// claimed beside it were charged at most the attempt of the claim they shared with it. The
+// ordinary claim never takes a lapsed row, and a claimant looks for lapsed rows when it starts
+// and then once per half lease, with one SELECT … LIMIT 1: nothing more per claim. While
+// lapsed rows wait, the subscription takes no ordinary row until its handlers are done, for
+// at most a lease. Rows claimed but never handed to a handler when a subscription stops are
+// released with their attempt taken back. (Without locked_until the advisory form has no mark,
+// and a crash charges every row its process held.)
+//
 // The row-lock form's default, and what it costs: a crash rolls back the claim's transaction,
 // and with it a count made there, so the row came back at attempt 0 forever. With
 // DeadLetterAfter, the row-lock form therefore counts at claim (CountAtClaim), committing the
@@ -66,8 +83,9 @@
 // refuses the dialect's statement, an event plugin that crashes, a row lock held by another
 // session past the lock timeout. The row is then held back, per row, for a backoff on the App's
 // clock that doubles with each consecutive failure of that row, FailureBackoff (1 s) up to
-// FailureBackoffMax (1 min): in the lease form its lease end is moved (fenced by the token),
-// otherwise its retry_after is set (in memory only where the table has no column for it), and
+// FailureBackoffMax (1 min): its retry_after is set (in the lease form, fenced by the token,
+// with the lease cleared; a lease table without retry_after moves its lease end instead, and
+// the row comes back as a lapsed one; in memory only where the table has neither), and
 // last_error says why. Other ready rows keep flowing; the attempt still counts (see above), so
 // DeadLetterAfter ends the loop; and the failures are logged at most once per
 // FailureLogInterval, with their count. (Core also reports each failed settlement to its

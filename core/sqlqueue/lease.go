@@ -41,10 +41,17 @@ type lease struct {
 	giving   sync.Mutex // held while giving back
 	claimBuf []Claimed
 	out      outage // while the database does not answer
+	// the rescue of lapsed claims (lease_rescue.go), used by Next only
+	rescuing bool      // taking lapsed rows, one at a time, until there is none
+	lapsed   bool      // this cycle's claim takes a lapsed row
+	rescueAt time.Time // when to look for lapsed rows again
+	rescueBy time.Time // how long to wait for the handlers before a rescue claim
+	idle     chan struct{}
 
 	mu          sync.Mutex
 	batches     []*leaseBatch
 	outstanding int // claimed, not yet settled
+	busy        int // claimed, not yet finished
 
 	qmu    sync.Mutex
 	queue  []item
@@ -70,7 +77,7 @@ type item struct {
 }
 
 func newLease(rt *runtime) *lease {
-	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{})}
+	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{}), idle: make(chan struct{}, 1)}
 	if pl, ok := rt.db.(Pipeliner); ok && rt.cfg.events[EventClaim] == nil {
 		if sc, ok := rt.claim.(*stmtClaim); ok {
 			l.pipe, l.pipeClaim = pl, sc
@@ -110,7 +117,7 @@ func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 		l.cur = nil
 		l.srcMu.Unlock()
 		woken := l.rt.wake.wait()
-		b, err := l.flushAndClaim(ctx)
+		b, err := l.cycle(ctx)
 		if l.rt.connLost(err) {
 			if err := l.rt.awaitServer(ctx, &l.out, err); err != nil {
 				return nil, err
@@ -137,6 +144,27 @@ func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 	}
 }
 
+// cycle settles what has finished and claims: a lapsed row when one is due to be rescued
+// (lease_rescue.go), otherwise, or when there is none, the next batch.
+func (l *lease) cycle(ctx context.Context) (*leaseBatch, error) {
+	if err := l.rescueDue(ctx); err != nil {
+		return nil, err
+	}
+	if !l.lapsed {
+		return l.flushAndClaim(ctx)
+	}
+	b, err := l.flushAndClaim(ctx)
+	l.lapsed = false
+	if err != nil {
+		return nil, err
+	}
+	l.rescued(b)
+	if b != nil {
+		return b, nil
+	}
+	return l.flushAndClaim(ctx)
+}
+
 // track makes the deliveries of claimed rows and keeps them for extension; nil for no rows.
 func (l *lease) track(rows []Claimed, token time.Time) *leaseBatch {
 	l.claimBuf = rows[:0]
@@ -151,6 +179,7 @@ func (l *lease) track(rows []Claimed, token time.Time) *leaseBatch {
 	l.mu.Lock()
 	l.batches = append(l.batches, b)
 	l.outstanding += len(b.ds)
+	l.busy += len(b.ds)
 	l.mu.Unlock()
 	return b
 }
@@ -160,6 +189,7 @@ func (l *lease) track(rows []Claimed, token time.Time) *leaseBatch {
 func (l *lease) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, settled core.Settled) {
 	d := cd.(*delivery)
 	rt := l.rt
+	l.unbusy(1)
 	v = rt.effective(d, v)
 	// From here on the extender leaves the delivery alone: its settlement fences with the
 	// token it has now. (An extension in flight finishes first: it holds d.mu.)
@@ -279,6 +309,7 @@ func (l *lease) giveBack() error {
 	if len(rest) == 0 {
 		return nil
 	}
+	l.unbusy(len(rest))
 	items := make([]item, len(rest))
 	for i, d := range rest {
 		d.mu.Lock()
@@ -288,7 +319,7 @@ func (l *lease) giveBack() error {
 	}
 	ctx, cancel := l.rt.background(context.Background())
 	defer cancel()
-	err := l.flushEach(ctx, items, make([]bool, len(items)), l.rt.now())
+	err := l.unclaim(ctx, items)
 	if err != nil {
 		l.rt.log.Warn("sqlqueue: releasing the leases of rows claimed but not handed out; they come back when their leases run out",
 			"queue", l.rt.q.name, "rows", len(items), "error", err)
@@ -302,6 +333,26 @@ func (l *lease) giveBack() error {
 	l.rt.wake.notify() // the rows are ready again
 	l.poke()           // what is queued may now be all there is
 	return err
+}
+
+// unclaim releases the leases of rows claimed but never handed out, and takes back the
+// attempt their claim counted: no handler saw them.
+func (l *lease) unclaim(ctx context.Context, items []item) error {
+	rt := l.rt
+	if rt.st.unclaim == "" {
+		return l.flushEach(ctx, items, make([]bool, len(items)), rt.now())
+	}
+	tx, err := rt.begin(ctx)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if _, err := tx.Exec(ctx, rt.st.unclaim, it.d.id, rt.d.Time(it.d.token)); err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+	}
+	return tx.Commit(ctx)
 }
 
 // Close releases the deliveries claimed but never handed out and stops the settler and the

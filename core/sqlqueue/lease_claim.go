@@ -38,7 +38,7 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 		return l.claim(ctx)
 	}
 	p := l.params(rt.now())
-	rows, err := rt.doClaim(sctx, tx, p, l.claimBuf[:0])
+	rows, err := l.doClaim(sctx, tx, p, l.claimBuf[:0])
 	if err != nil {
 		_ = tx.Rollback(sctx)
 		l.flush(items)
@@ -61,7 +61,7 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 // fails only the delivery it concerns.
 func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, ok bool, err error) {
 	rt := l.rt
-	if l.pipe == nil {
+	if l.pipe == nil || l.lapsed {
 		return nil, false, nil
 	}
 	for _, it := range items {
@@ -99,7 +99,7 @@ func (l *lease) claim(ctx context.Context) (*leaseBatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows, err := rt.doClaim(ctx, tx, p, l.claimBuf[:0])
+	rows, err := l.doClaim(ctx, tx, p, l.claimBuf[:0])
 	if err != nil {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		return nil, err
@@ -110,8 +110,21 @@ func (l *lease) claim(ctx context.Context) (*leaseBatch, error) {
 	return l.track(rows, p.Token), nil
 }
 
-// params are the values of a claim at now: a fresh token a lease ahead.
+// params are the values of a claim at now: a fresh token a lease ahead; one row when the
+// claim rescues lapsed rows.
 func (l *lease) params(now time.Time) ClaimParams {
 	rt := l.rt
-	return ClaimParams{Now: now, Token: rt.nextToken(now.Add(rt.cfg.lease)), Limit: rt.cfg.batch, Group: rt.q.group}
+	limit := rt.cfg.batch
+	if l.lapsed {
+		limit = 1
+	}
+	return ClaimParams{Now: now, Token: rt.nextToken(now.Add(rt.cfg.lease)), Limit: limit, Group: rt.q.group}
+}
+
+// doClaim runs the claim: the rescue claim of a lapsed row, or the ordinary one.
+func (l *lease) doClaim(ctx context.Context, tx Queryer, p ClaimParams, dst []Claimed) ([]Claimed, error) {
+	if l.lapsed {
+		return l.rt.rescue.Claim(ctx, tx, p, dst)
+	}
+	return l.rt.doClaim(ctx, tx, p, dst)
 }

@@ -2,6 +2,7 @@ package sqlqueue
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -23,6 +24,9 @@ func (m *memDB) Exec(ctx context.Context, sql string, args ...any) (Result, erro
 }
 
 func (m *memDB) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
+	if strings.Contains(sql, "IS NOT NULL AND") { // the lease form's rescue: no lapsed rows here
+		return &memRows{}, nil
+	}
 	limit := args[len(args)-1].(int64)
 	from := m.next.Add(limit) - limit
 	to := min(from+limit, m.n.Load())

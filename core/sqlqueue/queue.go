@@ -92,21 +92,26 @@ func (q *queue) ref() QueueRef { return QueueRef{Table: q.schema.Table.Ref(), Gr
 
 // runtime is one opened subscription: what every form shares.
 type runtime struct {
-	q      *queue
-	s      *Schema
-	d      Dialect
-	db     DB
-	cfg    config
-	sub    core.Subscription
-	log    *slog.Logger
-	clock  clock.Clock
-	st     statements
-	claim  Claim
-	wake   *wakeEntry
-	stopLn func()
-	dlRef  TableRef // the dead-letter table, in a table without a group column
-	table  string   // the table's name, for errors
-	keys   string   // advisory form: the table's name in its keys (TableIdentity), else table
+	q     *queue
+	s     *Schema
+	d     Dialect
+	db    DB
+	cfg   config
+	sub   core.Subscription
+	log   *slog.Logger
+	clock clock.Clock
+	st    statements
+	claim Claim
+	// rescue is the lease form's claim of rows whose lease ran out without a settlement, and
+	// lapsedProbe looks whether there is one (lease_rescue.go); nil and "" with a custom claim.
+	rescue       Claim
+	lapsedProbe  string
+	lapsedProbeB *binder
+	wake         *wakeEntry
+	stopLn       func()
+	dlRef        TableRef // the dead-letter table, in a table without a group column
+	table        string   // the table's name, for errors
+	keys         string   // advisory form: the table's name in its keys (TableIdentity), else table
 
 	// count is when the row-lock form commits attempt + 1 before it locks the rows it claims
 	// (CountAtClaim); the settlements of such a claim use stCounted, which count nothing more.

@@ -75,7 +75,10 @@ func TestLeaseStatements(t *testing.T) {
 		"retry":      {rt.st.retry, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
 		"dlGroup":    {rt.st.dlGroup, `UPDATE "jobs" SET "grp" = $1, "retry_after" = NULL, "locked_until" = NULL, "headers" = $2 WHERE "id" = $3 AND "locked_until" = $4`},
 		"extend":     {rt.st.extend, `UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`},
-		"claim":      {rt.claim.(*stmtClaim).sql, `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND ("locked_until" IS NULL OR "locked_until" <= $4) ORDER BY "id" LIMIT $5 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
+		"claim":      {rt.claim.(*stmtClaim).sql, `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "locked_until" IS NULL ORDER BY "id" LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
+		"rescue":     {rt.rescue.(*stmtClaim).sql, `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "locked_until" IS NOT NULL AND "locked_until" <= $4 ORDER BY "id" LIMIT $5 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
+		"unclaim":    {rt.st.unclaim, `UPDATE "jobs" SET "locked_until" = NULL, "attempt" = "attempt" - 1 WHERE "id" = $1 AND "locked_until" = $2`},
+		"hold":       {rt.st.hold, `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("%s:\n got %s\nwant %s", name, c[0], c[1])
@@ -108,21 +111,28 @@ func TestRowLockStatements(t *testing.T) {
 func TestAdvisoryStatements(t *testing.T) {
 	rt := rendered(t, FormAdvisory, StandardTable("jobs"), "g.dead")
 	for name, c := range map[string][2]string{
-		"candidates": {rt.st.candidates, `SELECT "id", "id"::text FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) ORDER BY "id" LIMIT $3`},
-		"takeStamp":  {rt.st.takeStamp, `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1 AND "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3)`},
-		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1 WHERE "id" = $2`},
-		"done":       {rt.st.done, `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2`},
+		"candidates": {rt.st.candidates, `SELECT "id", "id"::text, CASE WHEN "locked_until" IS NULL THEN 0 ELSE 1 END FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) ORDER BY "id" LIMIT $3`},
+		"takeStamp":  {rt.st.takeStamp, `UPDATE "jobs" SET "attempt" = "attempt" + 1, "locked_until" = $1 WHERE "id" = $2 AND "grp" = $3 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $4)`},
+		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2`},
+		"done":       {rt.st.done, `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2`},
+		"retry":      {rt.st.retry, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1`},
+		"untake":     {rt.st.untake, `UPDATE "jobs" SET "locked_until" = NULL, "attempt" = "attempt" - 1 WHERE "id" = $1`},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("%s:\n got %s\nwant %s", name, c[0], c[1])
 		}
 	}
-	if rt.st.retry != "" {
-		t.Errorf("advisory retry writes nothing; got %q", rt.st.retry)
+	at := time.Unix(1, 0)
+	args := rt.st.takeB.bindID(ClaimParams{Now: at, Group: "g"}, 7, nil)
+	if len(args) != 4 || args[1] != int64(7) || args[2] != "g" {
+		t.Errorf("takeStamp arguments = %v; want now, the id, group, now", args)
 	}
-	args := rt.st.takeB.bind(ClaimParams{Now: time.Unix(1, 0), Group: "g"}, nil)
-	if len(args) != 2 || args[0] != "g" {
-		t.Errorf("takeStamp arguments after the id = %v; want group, now", args)
+	// Without locked_until the advisory form marks nothing and its retry writes nothing.
+	tb := StandardTable("jobs")
+	tb.Columns.LockedUntil = ""
+	rt = rendered(t, FormAdvisory, tb, "g.dead")
+	if rt.st.retry != "" || rt.st.untake != "" {
+		t.Errorf("without locked_until: retry %q, untake %q; want none", rt.st.retry, rt.st.untake)
 	}
 }
 
@@ -174,7 +184,7 @@ func TestSelectThenUpdateClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := SelectThenUpdateClaim(s, " FOR UPDATE SKIP LOCKED").(*selectUpdateClaim)
-	if want := `SELECT "id", "payload", "attempt" + 1, "headers", "created_at" FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) AND ("locked_until" IS NULL OR "locked_until" <= $3) ORDER BY "id" LIMIT $4 FOR UPDATE SKIP LOCKED`; c.sel.sql != want {
+	if want := `SELECT "id", "payload", "attempt" + 1, "headers", "created_at" FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) AND "locked_until" IS NULL ORDER BY "id" LIMIT $3 FOR UPDATE SKIP LOCKED`; c.sel.sql != want {
 		t.Errorf("select:\n got %s\nwant %s", c.sel.sql, want)
 	}
 	if want := `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2, $3)`; c.upd.sql(2) != want {

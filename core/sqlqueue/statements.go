@@ -20,6 +20,7 @@ type statements struct {
 	doneMany   *inList // lease: done for many ids sharing a token (token first, then ids)
 	doneIDs    *inList // row lock: done for many rows of one claim (now first when marking, then ids)
 	release    string  // lease: clear the lease (abandon)
+	unclaim    string  // lease: clear the lease and take back the attempt of a row never handed out
 	retry      string  // retry: lease cleared, attempt + 1 (row lock), last error; "" when the form writes nothing
 	retryAfter string  // "" when the table has no retry_after column
 	dlGroup    string  // group := dest
@@ -40,7 +41,8 @@ type statements struct {
 	takeRead   string  // advisory: read the taken row
 	candidates string  // advisory: ready rows and their keys
 	candB      *binder // advisory: candidates' arguments
-	takeB      *binder // advisory: takeStamp's arguments after the id
+	takeB      *binder // advisory: takeStamp's arguments (slotID: the row's id)
+	untake     string  // advisory: clear the mark and take back the attempt of a row never handed out
 }
 
 func (rt *runtime) render() error {
@@ -58,6 +60,14 @@ func (rt *runtime) render() error {
 			return fmt.Errorf("sqlqueue: %s lease claim for table %s: %w", d.Name(), rt.table, err)
 		}
 		rt.claim = c
+		lapsed := *s
+		lapsed.Lapsed = true
+		if rt.rescue, err = rt.q.lease.LeaseClaim(&lapsed); err != nil {
+			return fmt.Errorf("sqlqueue: %s lease rescue claim for table %s: %w", d.Name(), rt.table, err)
+		}
+		b := &binder{d: d}
+		rt.lapsedProbe = "SELECT " + s.ID + " FROM " + s.QTable + " WHERE " + lapsed.ready(FormLease, b) + " ORDER BY " + s.ID + " LIMIT 1"
+		rt.lapsedProbeB = b
 	case f == FormRowLock:
 		c, err := rt.q.rowLock.RowLockClaim(s)
 		if err != nil {
@@ -99,7 +109,9 @@ func (rt *runtime) renderStatements(counted bool) statements {
 		return ", " + s.Headers + " = " + next()
 	}
 	clearLease := ""
-	if lease {
+	if lease || (f == FormAdvisory && s.LockedUntil != "") {
+		// The advisory form marks a taken row in locked_until (advisory_rescue.go): every
+		// settlement clears the mark.
 		clearLease = ", " + s.LockedUntil + " = NULL"
 	}
 	bump := ""
@@ -131,6 +143,10 @@ func (rt *runtime) renderStatements(counted bool) statements {
 	if lease {
 		n = 0
 		st.release = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = NULL" + fence()
+		if s.Attempt != "" {
+			n = 0
+			st.unclaim = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = NULL, " + s.Attempt + " = " + s.Attempt + " - 1" + fence()
+		}
 		n = 0
 		st.extend = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = " + next() + fence()
 		if rl := rt.rowLocks; rl != nil {
@@ -146,10 +162,17 @@ func (rt *runtime) renderStatements(counted bool) statements {
 	}
 	n = 0
 	switch {
+	case lease && s.RetryAfter != "":
+		// The hold goes into retry_after and the lease is cleared: a row with a lease end in
+		// the past is one whose claim lapsed without a settlement (lease_rescue.go), which a
+		// row held back after a failed settlement is not.
+		st.hold = "UPDATE " + s.QTable + " SET " + s.RetryAfter + " = " + next() + ", " + s.LockedUntil + " = NULL" + noteErr() + fence()
 	case lease:
+		// Without retry_after the hold is the lease end: once past, the row is taken as a
+		// lapsed claim (alone), which costs only its neighbours' company.
 		st.hold = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = " + next() + noteErr() + fence()
 	case s.RetryAfter != "":
-		st.hold = "UPDATE " + s.QTable + " SET " + s.RetryAfter + " = " + next() + bump + noteErr() + fence()
+		st.hold = "UPDATE " + s.QTable + " SET " + s.RetryAfter + " = " + next() + clearLease + bump + noteErr() + fence()
 	}
 	if s.RetryAfter != "" {
 		n = 0
@@ -220,17 +243,33 @@ func (rt *runtime) renderStatements(counted bool) statements {
 		if af, ok := ad.(AdvisoryFilter); ok {
 			where += " AND " + af.KeyFree(rt.keyPrefix(), ad.KeyText(key))
 		}
-		st.candidates = "SELECT " + s.ID + ", " + ad.KeyText(key) + " FROM " + s.QTable + " WHERE " + where +
+		taken := "0"
+		if s.LockedUntil != "" {
+			taken = "CASE WHEN " + s.LockedUntil + " IS NULL THEN 0 ELSE 1 END"
+		}
+		st.candidates = "SELECT " + s.ID + ", " + ad.KeyText(key) + ", " + taken + " FROM " + s.QTable + " WHERE " + where +
 			" ORDER BY " + s.ID + " LIMIT " + b.ph(slotLimit)
 		st.candB = b
-		tb := &binder{d: d, slots: []slot{0}} // placeholder 1 is the id
-		set := s.ID + " = " + s.ID
+		tb := &binder{d: d}
+		var set []string
 		if s.Attempt != "" {
-			set = s.Attempt + " = " + s.Attempt + " + 1"
+			set = append(set, s.Attempt+" = "+s.Attempt+" + 1")
 		}
-		st.takeStamp = "UPDATE " + s.QTable + " SET " + set + " WHERE " + s.ID + " = " + p(1) + " AND " + s.ready(FormAdvisory, tb)
-		tb.slots = tb.slots[1:]
+		if s.LockedUntil != "" {
+			set = append(set, s.LockedUntil+" = "+tb.ph(slotNow)) // the mark of a taken row
+		}
+		if len(set) == 0 {
+			set = append(set, s.ID+" = "+s.ID)
+		}
+		st.takeStamp = "UPDATE " + s.QTable + " SET " + strings.Join(set, ", ") + " WHERE " + s.ID + " = " + tb.ph(slotID) + " AND " + s.ready(FormAdvisory, tb)
 		st.takeB = tb
+		if s.LockedUntil != "" {
+			set := s.LockedUntil + " = NULL"
+			if s.Attempt != "" {
+				set += ", " + s.Attempt + " = " + s.Attempt + " - 1"
+			}
+			st.untake = "UPDATE " + s.QTable + " SET " + set + " WHERE " + s.ID + " = " + p(1)
+		}
 		att := "1"
 		if s.Attempt != "" {
 			att = s.Attempt

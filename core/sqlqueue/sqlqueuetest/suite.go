@@ -95,7 +95,7 @@ func Run(t *testing.T, open Open) {
 	for _, g := range []struct {
 		name string
 		run  func(*testing.T, Open)
-	}{{"Outcomes", RunOutcomes}, {"Lease", RunLease}, {"Behaviour", RunBehaviour}, {"BadInput", RunBadInput}, {"Identity", RunIdentity}} {
+	}{{"Outcomes", RunOutcomes}, {"Lease", RunLease}, {"Behaviour", RunBehaviour}, {"BadInput", RunBadInput}, {"Identity", RunIdentity}, {"Crash", RunCrash}} {
 		check := leaks.Check(t)
 		if t.Run(g.name, func(t *testing.T) { g.run(t, open) }) {
 			check() // a failed group may leave goroutines behind; its failure says enough

@@ -1,0 +1,127 @@
+package sqlqueue
+
+import (
+	"context"
+	"time"
+)
+
+// This file is the lease form's rescue of lapsed claims. A row whose lease ran out without a
+// settlement (locked_until set and past: a settlement or a release clears it, a failed
+// settlement's hold goes into retry_after) was claimed by a process that died, hung or lost its
+// connection before settling it. It may be the row that killed that process, or one of the rows
+// claimed beside it that never reached a handler; the attempt the claim counted was charged to
+// all of them. So that a poison row cannot take its neighbours down with it, the ordinary claim
+// takes only rows no claim holds (locked_until NULL), and lapsed rows are taken by the rescue
+// claim, one at a time, when this process holds nothing else and while it takes nothing else,
+// and handed out as suspect (core runs them with no other handler of the subscription). A crash
+// in the handler of a lapsed row then charges an attempt to that row alone: the poison row
+// reaches the cap and its dead letter, its neighbours were charged at most the one attempt of
+// the claim they shared with it.
+//
+// The rescue costs nothing in the ordinary path: a claimant looks for lapsed rows when it
+// starts and then once per half lease (one SELECT … LIMIT 1); only when it finds one does it
+// stop claiming until its handlers are done, and rescue lapsed rows one by one until there is
+// none left. It waits for its handlers at most a lease: a handler that hangs does not stop the
+// ordinary claims for longer.
+
+// rescueDue decides, when a claimant needs rows, whether the claim takes a lapsed row: it
+// returns with l.lapsed set when it does. It may wait for the deliveries handed out to finish.
+func (l *lease) rescueDue(ctx context.Context) error {
+	rt := l.rt
+	if rt.rescue == nil {
+		return nil
+	}
+	now := rt.clock.Now()
+	if !l.rescuing {
+		if now.Before(l.rescueAt) {
+			return nil
+		}
+		l.rescueAt = now.Add(rt.cfg.lease / 2)
+		// A look, not the rescue claim: a claim that finds nothing would still spend a token.
+		found, err := l.probeLapsed(ctx, now)
+		if err != nil || !found {
+			return err
+		}
+		l.rescuing = true
+		l.rescueBy = now.Add(rt.cfg.lease)
+	}
+	// Nothing more is claimed until the deliveries handed out have finished (their
+	// settlements go with the rescue claim), for at most a lease.
+	if err := l.awaitIdle(ctx, l.rescueBy); err != nil {
+		return err
+	}
+	if l.busyCount() > 0 {
+		rt.log.Warn("sqlqueue: rows whose leases ran out wait to be taken one at a time; handlers still running after a lease",
+			"queue", rt.q.name, "running", l.busyCount())
+		l.rescuing = false
+		return nil
+	}
+	l.lapsed = true
+	return nil
+}
+
+// rescued is called after a claim that rescueDue set up: no lapsed row left ends the rescue.
+func (l *lease) rescued(b *leaseBatch) {
+	if b == nil {
+		l.rescuing = false
+		l.rescueAt = l.rt.clock.Now().Add(l.rt.cfg.lease / 2)
+		return
+	}
+	for i := range b.ds {
+		b.ds[i].suspect = true
+	}
+	l.rescueBy = l.rt.clock.Now().Add(l.rt.cfg.lease)
+}
+
+// probeLapsed reports whether the queue has a row whose lease ran out without a settlement.
+func (l *lease) probeLapsed(ctx context.Context, now time.Time) (bool, error) {
+	rt := l.rt
+	rows, err := rt.db.Query(ctx, rt.lapsedProbe, rt.lapsedProbeB.bind(ClaimParams{Now: now, Group: rt.q.group}, nil)...)
+	if err != nil {
+		return false, err
+	}
+	found := rows.Next()
+	rows.Close()
+	return found, rows.Err()
+}
+
+// busyCount is how many claimed deliveries have not finished.
+func (l *lease) busyCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.busy
+}
+
+// unbusy counts n claimed deliveries finished.
+func (l *lease) unbusy(n int) {
+	l.mu.Lock()
+	l.busy -= n
+	idle := l.busy == 0
+	l.mu.Unlock()
+	if idle {
+		select {
+		case l.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// awaitIdle waits until every claimed delivery has finished, or until by on the clock.
+func (l *lease) awaitIdle(ctx context.Context, by time.Time) error {
+	for l.busyCount() > 0 {
+		wait := by.Sub(l.rt.clock.Now())
+		if wait <= 0 {
+			return nil
+		}
+		t := l.rt.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-l.idle:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+	return nil
+}

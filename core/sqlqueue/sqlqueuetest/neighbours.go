@@ -1,0 +1,219 @@
+package sqlqueuetest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// crashNeighbours: a poison row claimed with five neighbours (one worker: they are never handed
+// to a handler) kills its process (frozen in its handler, its lease left to run out) three
+// times. The poison row ends in the dead letter without its handler at attempt 4, "not settled
+// after 3 attempts"; the neighbours, charged the one attempt of the claim they shared with it,
+// are rescued one at a time, as suspects, and acked at attempt 2. Before, every new process
+// claimed all six lapsed rows together, each crash charged all six, and after three crashes
+// all six were dead-lettered.
+func crashNeighbours(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb, p := e.deletingQueue()
+	poison := e.publish(p, Refund{Card: "poison"})
+	for i := range 5 {
+		e.publish(p, Refund{Amount: i})
+	}
+	const lease = 10 * time.Second
+	dead := make(chan struct{})
+	defer close(dead)
+	for round := 1; round <= crashLoopCap+1; round++ {
+		// Each process's clock is past the previous one's lease; the previous process is
+		// frozen in its handler (its own clock never moves: it never extends its leases).
+		c := clock.NewVirtual(Epoch.Add(time.Duration(round-1) * (lease + time.Second)))
+		entered := make(chan int, 1)
+		a := e.app(c)
+		subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+			if m.Payload.Card == "poison" {
+				entered <- m.Attempt()
+				<-dead
+			}
+			return nil
+		}, core.DeadLetterAfter(crashLoopCap, "q.dead"), sqlqueue.LeaseFor(lease), sqlqueue.BatchSize(10), core.Workers(1))
+		e.run(a)
+		if round <= crashLoopCap {
+			if at := waitFor(t, entered, "the poison row"); at != round {
+				t.Fatalf("round %d: the poison row delivered with attempt %d; want %d", round, at, round)
+			}
+			continue
+		}
+		s := e.rec.WaitSettled(6)
+		for _, x := range s {
+			id, _ := sqlqueue.RowID(x.Delivery)
+			sus, _ := x.Delivery.(core.Suspect)
+			switch {
+			case x.Err != nil:
+				t.Errorf("row %d: settlement failed: %v", id, x.Err)
+			case id == poison:
+				if x.Verdict.Action != core.ActDeadLetter || x.Delivery.Attempt() != crashLoopCap+1 || !strings.Contains(core.Reason(x.Verdict), "not settled after 3 attempts") {
+					t.Errorf("poison row: %v at attempt %d (%s); want a dead letter at attempt %d, not settled", x.Verdict, x.Delivery.Attempt(), core.Reason(x.Verdict), crashLoopCap+1)
+				}
+			case x.Verdict.Action != core.ActAck || x.Delivery.Attempt() != 2:
+				t.Errorf("neighbour %d: %v at attempt %d (%s); want an ack at attempt 2", id, x.Verdict, x.Delivery.Attempt(), core.Reason(x.Verdict))
+			case sus == nil || !sus.Suspect():
+				t.Errorf("neighbour %d: its claim had lapsed, but it was not delivered as suspect", id)
+			}
+		}
+		select {
+		case at := <-entered:
+			t.Fatalf("the poison row's handler was called at attempt %d, past the cap", at)
+		default:
+		}
+	}
+	rows := e.rows(tb)
+	if len(rows) != 1 || rows[0].ID != poison || rows[0].Group != "q.dead" || rows[0].Attempt != crashLoopCap+1 {
+		t.Fatalf("rows = %+v; want only the poison row, in q.dead with attempt %d", rows, crashLoopCap+1)
+	}
+}
+
+// givenBackUncounted: rows a stopping App had claimed but never handed to a handler are
+// released with the attempt their claim counted taken back: no handler saw them, and a
+// graceful stop must not bring them closer to the cap.
+func givenBackUncounted(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb, p := e.deletingQueue()
+	for i := range 4 {
+		e.publish(p, Refund{Amount: i})
+	}
+	entered := make(chan int, 4)
+	release := make(chan struct{})
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		entered <- m.Payload.Amount
+		<-release
+		return nil
+	}, sqlqueue.BatchSize(4), sqlqueue.FlushLimits(100, 0), core.Workers(1))
+	stop := e.run(a)
+	waitFor(t, entered, "the first row")
+	e.stopWhileHandling(stop, release)
+	rows := e.rows(tb)
+	if len(rows) != 3 {
+		t.Fatalf("rows = %+v; want the three rows never handed out", rows)
+	}
+	for _, r := range rows {
+		if r.Attempt != 0 {
+			t.Errorf("row %d never handed out: attempt %d; want 0", r.ID, r.Attempt)
+		}
+		e.isNull("locked_until of a row never handed out", r.LockedUntil)
+	}
+}
+
+// RunCrash runs the cases of processes that die with deliveries in hand: a poison row must
+// reach its dead letter after the cap without taking the rows claimed beside it along, and
+// rows a stopping process claimed but never handed out keep their attempt.
+func RunCrash(t *testing.T, open Open) {
+	f := open(t)
+	if f.Lease != nil {
+		t.Run("lease/neighbours", func(t *testing.T) { t.Parallel(); crashNeighbours(t, open(t)) })
+		t.Run("lease/given_back", func(t *testing.T) { t.Parallel(); givenBackUncounted(t, open(t)) })
+	}
+	if f.Advisory != nil {
+		t.Run("advisory/neighbours", func(t *testing.T) { t.Parallel(); crashNeighboursAdvisory(t, open(t)) })
+	}
+}
+
+// crashNeighboursAdvisory: the advisory form, four workers, a poison row and three neighbours
+// all in their handlers when the process dies (the App stops under them and their deliveries
+// are abandoned; its connections close and release their keys, as a killed process's would).
+// Each next process takes the poison row alone, as a suspect, while the neighbours wait; after
+// three crashes the poison row goes to the dead letter without its handler, and the neighbours,
+// charged the one attempt of the first crash, are acked at attempt 2. Before, every process
+// took all four again, and after three crashes all four were dead-lettered.
+func crashNeighboursAdvisory(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	poison := e.publish(p, Refund{Card: "poison"})
+	for i := range 3 {
+		e.publish(p, Refund{Amount: i})
+	}
+	quit := make(chan struct{})
+	defer close(quit)
+	for round := 1; round <= crashLoopCap+1; round++ {
+		entered := make(chan int64, 4)
+		a := e.app(nil, core.WithShutdownTimeout(time.Second))
+		subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormAdvisory), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+			id, _ := sqlqueue.RowID(m.Delivery())
+			if round > crashLoopCap {
+				return nil
+			}
+			entered <- id
+			select { // dies here: never returns on its own
+			case <-ctx.Done():
+			case <-quit:
+			}
+			return ctx.Err()
+		}, core.DeadLetterAfter(crashLoopCap, "q.dead"), core.Workers(4))
+		stop := e.run(a)
+		if round > crashLoopCap {
+			break
+		}
+		want := 1 // the lapsed poison row, alone
+		if round == 1 {
+			want = 4
+		}
+		for range want {
+			if id := waitFor(t, entered, "a handler"); round > 1 && id != poison {
+				t.Fatalf("round %d: row %d delivered; want the lapsed poison row alone", round, id)
+			}
+		}
+		armed := e.clock.Pending()
+		stopped := make(chan struct{})
+		go func() { stop(); close(stopped) }()
+		if err := e.clock.BlockUntil(e.ctx, armed+1); err != nil { // the shutdown timeout
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Second)
+		waitFor(t, stopped, "the App to stop")
+		select {
+		case id := <-entered:
+			t.Fatalf("round %d: row %d delivered beside the lapsed poison row", round, id)
+		default:
+		}
+	}
+	e.rec.WaitFor(func(all []core.Settlement) bool {
+		n := 0
+		for _, s := range all {
+			if s.Err == nil && s.Verdict.Action != core.ActAbandon {
+				n++
+			}
+		}
+		return n == 4
+	})
+	for _, x := range e.rec.Settlements() {
+		id, _ := sqlqueue.RowID(x.Delivery)
+		switch {
+		case x.Verdict.Action == core.ActAbandon:
+		case x.Err != nil:
+			t.Errorf("row %d: settlement failed: %v", id, x.Err)
+		case id == poison:
+			if x.Verdict.Action != core.ActDeadLetter || x.Delivery.Attempt() != crashLoopCap+1 || !strings.Contains(core.Reason(x.Verdict), "not settled after 3 attempts") {
+				t.Errorf("poison row: %v at attempt %d (%s); want a dead letter at attempt %d, not settled", x.Verdict, x.Delivery.Attempt(), core.Reason(x.Verdict), crashLoopCap+1)
+			}
+		case x.Verdict.Action != core.ActAck || x.Delivery.Attempt() != 2:
+			t.Errorf("neighbour %d: %v at attempt %d (%s); want an ack at attempt 2", id, x.Verdict, x.Delivery.Attempt(), core.Reason(x.Verdict))
+		}
+	}
+	for _, r := range e.rows(tb) {
+		switch {
+		case r.ID == poison:
+			if r.Group != "q.dead" || r.Attempt != crashLoopCap+1 {
+				t.Errorf("poison row: group %q attempt %d; want q.dead with attempt %d", r.Group, r.Attempt, crashLoopCap+1)
+			}
+		case r.ProcessedAt == nil || r.Group != "q":
+			t.Errorf("neighbour %d not processed: %+v", r.ID, r)
+		}
+	}
+}
