@@ -27,6 +27,10 @@ func (rowLockForTest) RowLockClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
 func (rowLockForTest) LockClause(bool) string                 { return "" }
 func (rowLockForTest) LockTimeout(time.Duration, bool) string { return "" }
 
+// Family passes on the family the dialect declares, which the embedded interface hides: the
+// engine tells custom events and telemetry the declared family, never the name.
+func (rowLockForTest) Family() sqlqueue.Family { return sqlqueue.FamilySQLite }
+
 func openFixture(t *testing.T) *sqlqueuetest.Fixture {
 	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "q.db"))
 	if err != nil {
