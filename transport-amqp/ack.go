@@ -78,7 +78,7 @@ func (a *acker) ack(tag uint64, d core.Delivery, v core.Verdict, settled core.Se
 	}
 	a.window[tag-a.base] = tagAcking
 	a.pending = append(a.pending, pendingAck{d: d, v: v, settled: settled})
-	if len(a.pending) < a.s.c.batch {
+	if len(a.pending) < a.s.flushAt() {
 		if !a.armed {
 			a.armed = true
 			if a.timer == nil {
@@ -103,7 +103,21 @@ func (a *acker) reject(tag uint64, requeue bool, d core.Delivery, v core.Verdict
 		settled(d, v, ErrChannelGone)
 		return
 	}
+	raw := &base(d).raw
+	if requeue {
+		// Its redelivery is this consumer's doing, not a crash's (Suspect). Recorded before
+		// the frame: the redelivery can arrive before Reject returns.
+		next := 1
+		if a.s.c.cfg.quorum {
+			dc, _ := deliveryCount(raw.Headers)
+			next = dc + 1
+		}
+		a.s.c.returned.record(raw.MessageId, next)
+	}
 	err := gone(a.s.ch.Reject(tag, requeue))
+	if requeue && err != nil {
+		a.s.c.returned.take(raw.MessageId) // it comes back with its closed channel: a crash's return
+	}
 	a.window[tag-a.base] = tagDone
 	var lost []pendingAck
 	if err != nil {

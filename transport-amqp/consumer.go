@@ -37,6 +37,8 @@ type consumer struct {
 
 	held holdBack // waits of originals whose copies the broker did not take
 
+	returned ownReturns // messages this consumer requeued itself (window.go)
+
 	sess     atomic.Pointer[session]
 	epoch    uint64 // of the last session opened; written by the goroutine that opens sessions
 	closed   atomic.Bool
@@ -124,7 +126,9 @@ type session struct {
 	ch         Channel
 	epoch      uint64
 	deliveries <-chan amqp091.Delivery
+	next       <-chan amqp091.Delivery // the consumer a window change started; read once deliveries closes
 	acks       acker
+	win        window
 
 	cancelOnce sync.Once // basic.cancel before the first abandoned delivery is given back
 
@@ -146,10 +150,9 @@ func (c *consumer) reopen() error {
 		return err
 	}
 	fail := func(err error) error { _ = ch.Close(); return err }
-	if c.cfg.prefetch > 0 {
-		if err := ch.Qos(c.cfg.prefetch, 0, false); err != nil {
-			return fail(fmt.Errorf("basic.qos %d: %w", c.cfg.prefetch, err))
-		}
+	// Every session starts with a window of one delivery in flight (window.go).
+	if err := ch.Qos(1, 0, false); err != nil {
+		return fail(fmt.Errorf("basic.qos 1: %w", err))
 	}
 	if c.cfg.policy == FireAndForget {
 		// Copies go out on this channel, mandatory, and their originals are acknowledged
@@ -163,6 +166,7 @@ func (c *consumer) reopen() error {
 	}
 	c.epoch++
 	s := &session{c: c, ch: ch, epoch: c.epoch, deliveries: dl}
+	s.win = window{tag: c.tag}
 	s.acks.init(s)
 	closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
 	go func() {
@@ -205,7 +209,7 @@ func (c *consumer) lostCopies(returns <-chan amqp091.Return) {
 func (s *session) stopConsuming() {
 	s.cancelOnce.Do(func() {
 		s.c.stopping.Store(true)
-		_ = s.ch.Cancel(s.c.tag, false)
+		s.cancelForGood()
 	})
 }
 
@@ -227,6 +231,11 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		if !ok && s.next != nil && !c.stopping.Load() {
+			// The consumer cancelled for a window change has handed out all it was sent.
+			s.deliveries, s.next = s.next, nil
+			continue
+		}
 		if !ok {
 			if c.stopping.Load() {
 				// Cancelled to give abandoned deliveries back: the App is stopping.
@@ -239,7 +248,18 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 			_ = s.ch.Close()
 			continue
 		}
-		return c.wrap(s, m), nil
+		d := c.wrap(s, m)
+		if s.next == nil && !base(d).suspect {
+			// This clean delivery is the consumer's whole window, unacknowledged: the moment
+			// the full window can open without a delivery in flight to the old consumer.
+			next, err := s.open()
+			if err != nil {
+				// The channel is gone: d's settlement fails, and it comes back by itself.
+				c.log.Warn("amqp: opening the prefetch window failed; consuming again", "error", err, "epoch", s.epoch)
+			}
+			s.next = next
+		}
+		return d, nil
 	}
 }
 
@@ -286,13 +306,18 @@ func (c *consumer) wrap(s *session, m amqp091.Delivery) core.Delivery {
 			c.log.Warn("amqp: x-delivery-count header out of range; read within [0, core.MaxCount]",
 				"message_id", m.MessageId, "value", fmt.Sprintf("%v", m.Headers["x-delivery-count"]), "read_as", dc, "error", err)
 		}
-		return &QuorumDelivery{Delivery: Delivery{s: s, raw: m, attempt: attemptOf(n, dc)}, count: dc}
+		// Suspect: returned more often than this consumer returned it itself.
+		own, ok := c.returned.take(m.MessageId)
+		suspect := dc > 0 && (!ok || dc > own)
+		return &QuorumDelivery{Delivery: Delivery{s: s, raw: m, attempt: attemptOf(n, dc), suspect: suspect}, count: dc}
 	}
 	returns := 0
 	if m.Redelivered {
 		returns = 1
 	}
-	return &Delivery{s: s, raw: m, attempt: attemptOf(n, returns)}
+	_, own := c.returned.take(m.MessageId)
+	suspect := m.Redelivered && !own
+	return &Delivery{s: s, raw: m, attempt: attemptOf(n, returns), suspect: suspect}
 }
 
 // Close sends the acknowledgements still batched, cancels the consumer and closes its channel:
@@ -306,7 +331,7 @@ func (c *consumer) Close() error {
 	s.acks.flush(true)
 	s.stopHolds()
 	s.acks.die()
-	s.cancelOnce.Do(func() { _ = s.ch.Cancel(c.tag, false) })
+	s.cancelOnce.Do(s.cancelForGood)
 	if err := s.ch.Close(); err != nil && !errors.Is(err, amqp091.ErrClosed) {
 		return err
 	}

@@ -26,6 +26,7 @@ type Delivery struct {
 	s       *session
 	raw     amqp091.Delivery
 	attempt int
+	suspect bool // redelivered, not because this consumer returned it (Suspect)
 }
 
 // QuorumDelivery is one message from a quorum queue, which counts its deliveries itself.

@@ -149,7 +149,11 @@
 // # Throughput and faults
 //
 // Prefetch(n) sets basic.qos per subscription; core.Workers(n) runs handlers concurrently.
-// Acknowledgements are coalesced: a contiguous run of settled delivery tags goes out as one
+// Each channel the subscription consumes on starts with one unacknowledged delivery and keeps it
+// while the deliveries that arrive are suspect (Delivery.Suspect: returned by a crash, not by
+// the consumer itself); the first clean delivery opens the full window. So a message that crashes
+// the process charges its later crashes to itself alone instead of to every message prefetched
+// beside it (the package README has the details and what remains). Acknowledgements are coalesced: a contiguous run of settled delivery tags goes out as one
 // basic.ack with multiple=true when a prefetch's worth (at most 128) has settled or 2ms after the first
 // (rejections go out at once, one per message).
 //
@@ -158,7 +162,10 @@
 // carry their channel's epoch: a settlement for a delivery of a closed channel is never sent on
 // the new one (RabbitMQ would close it for an unknown delivery tag); it fails with
 // ErrChannelGone and the broker returns the message by itself. Nothing acknowledged is lost; a
-// message whose acknowledgement was lost with the connection comes back (at-least-once).
+// message whose acknowledgement was lost with the connection comes back (at-least-once): AMQP
+// 0-9-1 does not confirm acknowledgements, so a settlement reports that its frame was written,
+// not that the broker applied it, and a frame lost with a killed process or a cut connection
+// means the handler runs again.
 //
 // # Clusters
 //

@@ -20,12 +20,16 @@ func (d *Delivery) EnqueuedAt() (time.Time, bool) { return d.raw.Timestamp, !d.r
 // MessagingSystem is "rabbitmq" (core.MessagingSystem).
 func (d *Delivery) MessagingSystem() string { return "rabbitmq" }
 
-// Suspect reports a redelivered message (core.Suspect): its previous delivery was returned
-// unsettled, by a channel or connection that closed (a crash) or by a requeue. Core runs it with
-// no other handler of its subscription beside it. A message settle itself requeued (a retry on
-// a quorum queue or an uncapped classic one, an abandoned delivery) is redelivered too, and runs
-// alone as well: RabbitMQ does not tell the two apart.
-func (d *Delivery) Suspect() bool { return d.raw.Redelivered }
+// Suspect reports a message whose previous delivery was returned unsettled by something other
+// than this consumer (core.Suspect): a channel or connection that closed (a crash, a cut), or
+// another consumer. Classic queues: redelivered; quorum queues: x-delivery-count above the
+// returns this consumer made itself. A message this consumer requeued (a retry on a quorum queue
+// or an uncapped classic one, an abandoned delivery, an original held back after a refused copy)
+// is remembered by message id and is not suspect when it comes back; one without a message id
+// is suspect whenever it is redelivered. Core runs a suspect delivery with no other handler of
+// its subscription beside it, and the consumer's prefetch window falls back to one delivery
+// (window.go), so that a message that crashes the process charges its crash to itself alone.
+func (d *Delivery) Suspect() bool { return d.suspect }
 
 // HoldsDelays reports whether the queue keeps RetryAfter copies on the server (a Delay:
 // DLXTTL, amqpdme), so that core turns a Backoff policy into delays (core.DelayHolder);

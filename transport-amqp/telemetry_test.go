@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +19,8 @@ type tagPropagator string
 func (p tagPropagator) Inject(_ context.Context, h map[string]string) { h["traceparent"] = string(p) }
 
 // A delivery carries its publisher's trace context and timestamp (copies keep both), names
-// RabbitMQ, and is suspect once RabbitMQ redelivers it.
+// RabbitMQ, and is suspect once RabbitMQ redelivers it after a return the consumer did not make
+// itself (its channel closed, as in a crash); a retry it requeued itself is not suspect.
 func TestDeliveryTelemetryAndSuspects(t *testing.T) {
 	each(t, func(t *testing.T, s server) {
 		r := newRig(t, s, true)
@@ -31,12 +33,16 @@ func TestDeliveryTelemetryAndSuspects(t *testing.T) {
 			headers  map[string]string
 		}
 		got := make(chan seen, 4)
+		var runs atomic.Int32
 		subscribe(r, endpointOf(t, r.broker, false, q), func(ctx context.Context, m *core.Message[string]) error {
 			d := m.Delivery()
 			at, _ := d.(core.Enqueued).EnqueuedAt()
 			got <- seen{m.Attempt(), d.(core.Suspect).Suspect(), at, d.(core.MessagingSystem).MessagingSystem(), m.Headers()}
-			if m.Attempt() == 1 {
-				return core.Retry() // no cap: requeued, redelivered
+			switch runs.Add(1) {
+			case 1:
+				return core.Retry() // no cap: requeued by the consumer, redelivered
+			case 2:
+				return amqp.CloseChannel(d) // returned by the closed channel, redelivered
 			}
 			return nil
 		}, rawCodec)
@@ -44,11 +50,11 @@ func TestDeliveryTelemetryAndSuspects(t *testing.T) {
 		before := time.Now().Truncate(time.Second) // AMQP timestamps have whole seconds
 		r.publish(q, "m", amqp.WithPropagator(tagPropagator("00-trace-span-01")), amqp.WithHeaders(map[string]string{"k": "v"}))
 		after := time.Now()
-		r.rec.WaitSettled(2)
+		r.rec.WaitSettled(3)
 		for _, want := range []struct {
 			attempt int
 			suspect bool
-		}{{1, false}, {2, true}} {
+		}{{1, false}, {2, false}, {2, true}} { // a classic queue counts redelivered once
 			g := <-got
 			if g.attempt != want.attempt || g.suspect != want.suspect {
 				t.Errorf("attempt %d suspect %v, want %d %v", g.attempt, g.suspect, want.attempt, want.suspect)

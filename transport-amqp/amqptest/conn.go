@@ -95,8 +95,9 @@ type channel struct {
 	nextTag        uint64
 	unacked        []*pending // ordered by delivery tag
 	consumers      map[string]*consumer
-	prefetch       int // for consumers started from now on (basic.qos global=false)
-	globalPrefetch int // for the whole channel (basic.qos global=true)
+	cancelled      []*consumer // cancelled, perhaps still handing over deliveries
+	prefetch       int         // for consumers started from now on (basic.qos global=false)
+	globalPrefetch int         // for the whole channel (basic.qos global=true)
 
 	confirming bool
 	published  uint64
@@ -180,12 +181,16 @@ func (b *Broker) closeChannel(ch *channel, err *amqp091.Error) {
 	ch.unacked = nil
 	for _, p := range unacked {
 		p.q.unacked--
-		b.requeue(p.q, p.m, now)
+		b.requeue(p.q, p.m, now, true)
 	}
 	for _, c := range ch.consumers {
 		b.removeConsumer(c)
 	}
 	ch.consumers = nil
+	for _, c := range ch.cancelled {
+		c.pipe.stop() // drops what a cancelled consumer had not yet handed over
+	}
+	ch.cancelled = nil
 	for _, p := range ch.confirms {
 		p.stop()
 	}
@@ -609,7 +614,9 @@ func (ch *channel) Cancel(tag string, noWait bool) error {
 	defer ch.end()
 	if c := ch.consumers[tag]; c != nil {
 		delete(ch.consumers, tag)
+		c.pipe.drain() // what was delivered before cancel-ok still reaches the receiver
 		ch.b.removeConsumer(c)
+		ch.cancelled = append(ch.cancelled, c)
 	}
 	return nil
 }
@@ -703,7 +710,7 @@ func (ch *channel) settle(tag uint64, multiple bool, action string) error {
 		}
 		switch action {
 		case "requeue":
-			ch.b.requeue(p.q, p.m, now)
+			ch.b.requeue(p.q, p.m, now, false)
 		case "reject":
 			if !p.q.deleted {
 				ch.b.deadLetter(p.q, p.m, "rejected", now)

@@ -429,6 +429,39 @@ func TestChannelCloseRequeues(t *testing.T) {
 	}
 }
 
+// A returned message comes back before the messages never delivered: a quorum queue keeps its
+// returns apart and serves them first, a classic queue puts it back in its place.
+func TestReturnedComesFirst(t *testing.T) {
+	for _, typ := range []string{"classic", "quorum"} {
+		t.Run(typ, func(t *testing.T) {
+			parity(t, func(t *testing.T, e *env) {
+				q := e.q("work")
+				e.declare(e.ch(), q, amqp091.Table{"x-queue-type": typ})
+				e.publish("", q, amqp091.Publishing{Body: []byte("1")})
+				first := e.ch()
+				if err := first.Qos(1, 0, false); err != nil {
+					t.Fatal(err)
+				}
+				if d := recv(t, e.consume(first, q)); string(d.Body) != "1" {
+					t.Fatalf("first delivery %q", d.Body)
+				}
+				for _, b := range []string{"2", "3"} {
+					e.publish("", q, amqp091.Publishing{Body: []byte(b)})
+				}
+				if err := first.Close(); err != nil {
+					t.Fatal(err)
+				}
+				c := e.consume(e.ch(), q)
+				for _, want := range []string{"1", "2", "3"} {
+					if d := recv(t, c); string(d.Body) != want || d.Redelivered != (want == "1") {
+						t.Errorf("after close: %q redelivered %v, want %q", d.Body, d.Redelivered, want)
+					}
+				}
+			})
+		})
+	}
+}
+
 func TestDeclareMismatch(t *testing.T) {
 	parity(t, func(t *testing.T, e *env) {
 		q := e.q("q")

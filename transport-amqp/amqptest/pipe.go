@@ -13,12 +13,15 @@ type pipe[T any] struct {
 	done    chan struct{}
 	flush   bool
 	stopped bool
-	sending bool // run holds a value it is handing over
+	drained bool // stopped by drain: flushing, until a stop aborts it
+	aborted bool
+	abort   chan struct{} // closed by a stop after drain
+	sending bool          // run holds a value it is handing over
 	out     chan T
 }
 
 func newPipe[T any](out chan T, flush bool) *pipe[T] {
-	p := &pipe[T]{wake: make(chan struct{}, 1), done: make(chan struct{}), out: out, flush: flush}
+	p := &pipe[T]{wake: make(chan struct{}, 1), done: make(chan struct{}), abort: make(chan struct{}), out: out, flush: flush}
 	go p.run()
 	return p
 }
@@ -63,6 +66,23 @@ func (p *pipe[T]) stop() {
 	if !p.stopped {
 		p.stopped = true
 		close(p.done)
+	} else if p.drained && !p.aborted {
+		// Stopped for good (its channel closed) while draining: the rest is dropped.
+		p.aborted = true
+		close(p.abort)
+	}
+	p.mu.Unlock()
+}
+
+// drain stops p after it has handed out what is queued, as amqp091-go hands a cancelled
+// consumer the deliveries sent before basic.cancel-ok and then closes its channel.
+func (p *pipe[T]) drain() {
+	p.mu.Lock()
+	if !p.stopped {
+		p.stopped = true
+		p.flush = true
+		p.drained = true
+		close(p.done)
 	}
 	p.mu.Unlock()
 }
@@ -96,6 +116,19 @@ func (p *pipe[T]) run() {
 			case <-p.wake:
 				continue
 			case <-p.done:
+				if p.flush {
+					for {
+						v, ok := p.next()
+						if !ok {
+							return
+						}
+						select {
+						case p.out <- v:
+						case <-p.abort:
+							return
+						}
+					}
+				}
 				return
 			}
 		}
@@ -106,13 +139,21 @@ func (p *pipe[T]) run() {
 			if !p.flush {
 				return
 			}
-			p.out <- v
+			select {
+			case p.out <- v:
+			case <-p.abort:
+				return
+			}
 			for {
 				v, ok := p.next()
 				if !ok {
 					return
 				}
-				p.out <- v
+				select {
+				case p.out <- v:
+				case <-p.abort:
+					return
+				}
 			}
 		}
 	}

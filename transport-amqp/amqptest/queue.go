@@ -48,6 +48,7 @@ type message struct {
 	expires     time.Time
 	redelivered bool
 	deliveries  int64 // quorum queues: how many times it came back (x-delivery-count)
+	returned    bool  // quorum queues: back in ready after its channel closed (served first)
 }
 
 func (m *message) clone() *message {
@@ -92,7 +93,7 @@ func (m *message) delivery(q *queue, get bool) amqp091.Delivery {
 // requeue comes after messages already ready and before ones published later), counts the
 // return, and dead-letters it with reason delivery_limit once the count exceeds
 // x-delivery-limit.
-func (b *Broker) requeue(q *queue, m *message, at time.Time) {
+func (b *Broker) requeue(q *queue, m *message, at time.Time, returned bool) {
 	if q.deleted {
 		return
 	}
@@ -103,7 +104,20 @@ func (b *Broker) requeue(q *queue, m *message, at time.Time) {
 			b.deadLetter(q, m, "delivery_limit", at)
 			return
 		}
-		q.ready = append(q.ready, m)
+		if !returned {
+			// A reject with requeue goes to the back, behind what is ready.
+			m.returned = false
+			q.ready = append(q.ready, m)
+			return
+		}
+		// A message returned by a closed channel comes back before the ones never delivered
+		// or requeued (rabbit_fifo keeps returns apart, in the order they came back).
+		m.returned = true
+		i := 0
+		for i < len(q.ready) && q.ready[i].returned {
+			i++
+		}
+		q.ready = slices.Insert(q.ready, i, m)
 		return
 	}
 	i, _ := slices.BinarySearchFunc(q.ready, m.seq, func(e *message, seq uint64) int {
