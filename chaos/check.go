@@ -97,6 +97,12 @@ type Snapshot struct {
 	// message is then lost only if the ledger shows no final settlement of it. Where finished
 	// rows are kept (SQL with processed_at), absent means lost.
 	AbsentIsSettled bool
+	// AcksUnconfirmed says that the backend reports an acknowledgement (or a reject) settled
+	// once its frame is written, and cannot confirm it (AMQP 0-9-1): a frame lost with a killed
+	// process or a cut connection never reaches the broker, which delivers the message again.
+	// A final ack or drop followed by a later attempt of the same message is then a redelivery
+	// (at-least-once: a duplicate handler run, allowed and reported), not a double settlement.
+	AcksUnconfirmed bool
 }
 
 // Violation is one failed check.
@@ -246,6 +252,9 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 			}
 		}
 	}
+	if snap.AcksUnconfirmed && len(finals) > 1 {
+		finals = redelivered(finals, entries, idx)
+	}
 	if len(finals) > 1 {
 		var s []string
 		for _, f := range finals {
@@ -322,6 +331,30 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 			r.Add(Lost, id, "%s: acknowledged, but its side row is missing", kind)
 		}
 	}
+}
+
+// redelivered drops from finals the acks and drops whose frame the broker never received: those
+// followed by another start of the message, at the same attempt or a later one (it was delivered
+// again).
+func redelivered(finals []Entry, entries []Entry, idx []int) []Entry {
+	var keep []Entry
+	for _, f := range finals {
+		unconfirmed := f.Outcome == FinalAck.String() || f.Outcome == FinalDrop.String()
+		again := false
+		if unconfirmed {
+			for _, i := range idx {
+				e := entries[i]
+				if e.Ev == EvStart && e.At > f.At && e.Attempt >= f.Attempt {
+					again = true
+					break
+				}
+			}
+		}
+		if !again {
+			keep = append(keep, f)
+		}
+	}
+	return keep
 }
 
 // history summarises a message's ledger lines for a violation's detail.

@@ -189,6 +189,19 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{name: "broker: dead letter published twice after a lost ack", kind: chaos.Fail, build: func(l *ledger) {
 			l.run("w1", id, 3, "dead_letter", true)
 		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 2, Count: 3}}, AbsentIsSettled: true}},
+		{name: "broker: an unconfirmed ack lost, the message delivered again", kind: chaos.Ack, build: func(l *ledger) {
+			l.run("w1", id, 2, "ack", true)
+			l.run("w1", id, 2, "ack", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true, AcksUnconfirmed: true}},
+		{name: "broker: confirmed acks, the message settled twice", kind: chaos.Ack, build: func(l *ledger) {
+			l.run("w1", id, 2, "ack", true)
+			l.run("w1", id, 2, "ack", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true}, want: []chaos.Category{chaos.Double}},
+		{name: "broker: unconfirmed acks, two settlements with no delivery between", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 1})
+			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", ID: id, Attempt: 1, Outcome: "ack", OK: true})
+			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", ID: id, Attempt: 1, Outcome: "ack", OK: true})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true, AcksUnconfirmed: true}, want: []chaos.Category{chaos.Double}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

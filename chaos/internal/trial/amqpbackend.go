@@ -131,7 +131,7 @@ func (b *amqpBackend) deadCount(ctx context.Context) (int, error) {
 // snapshot takes every message left in the queue, the waiting queue and the dead-letter queue
 // (the workers are stopped, so nothing is in flight).
 func (b *amqpBackend) snapshot(ctx context.Context) (chaos.Snapshot, error) {
-	snap := chaos.Snapshot{Messages: make(map[string]chaos.Observed), AbsentIsSettled: true}
+	snap := chaos.Snapshot{Messages: make(map[string]chaos.Observed), AbsentIsSettled: true, AcksUnconfirmed: true}
 	for _, d := range b.saved {
 		b.observe(&snap, b.dead, d)
 	}
