@@ -111,6 +111,15 @@ func (s *Schema) ready(f Form, b *binder) string {
 			w = append(w, s.LockedUntil+" IS NULL")
 		}
 	}
+	if f == FormRowLock && s.LockedUntil != "" {
+		// A claim that counts its attempts marks its rows in locked_until until they settle: a
+		// marked row no claim holds lapsed (rowlock_rescue.go), and only the rescue takes it.
+		if s.Lapsed {
+			w = append(w, s.LockedUntil+" IS NOT NULL")
+		} else {
+			w = append(w, s.LockedUntil+" IS NULL")
+		}
+	}
 	if len(w) == 0 {
 		return "1 = 1"
 	}

@@ -55,7 +55,13 @@
 // lapsed rows wait, the subscription takes no ordinary row until its handlers are done, for
 // at most a lease. Rows claimed but never handed to a handler when a subscription stops are
 // released with their attempt taken back. (Without locked_until the advisory form has no mark,
-// and a crash charges every row its process held.)
+// and a crash charges every row its process held.) The row-lock form does the same for the rows
+// of its counted claims (below): the count marks them in locked_until, every settlement clears
+// the mark, and a marked row no claim holds (its claim's transaction died with its process or
+// connection) is taken again only by the rescue, alone, when the process holds no other claimed
+// row. A claimant looks for such rows when it starts, after a counted claim of its own failed,
+// and every two seconds; rows of a counted claim never handed out when it stops are given back
+// with their count taken back.
 //
 // The row-lock form's default, and what it costs: a crash rolls back the claim's transaction,
 // and with it a count made there, so the row came back at attempt 0 forever. With

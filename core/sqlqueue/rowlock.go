@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/settlehq/settle/core"
 )
@@ -29,7 +30,13 @@ type rowLock struct {
 	// gives rows back abandoned (rowlock_claim.go).
 	size atomic.Int32
 
+	// the rescue of lapsed claims (rowlock_rescue.go); rescuing and rescueBy are Next's only
+	rescuing bool
+	rescueBy time.Time
+
 	mu       sync.Mutex
+	busy     int        // claimed rows not yet finished
+	rescueAt time.Time  // when to look for lapsed rows again
 	batches  []*rlBatch // batches with rows not yet handed out
 	stopping bool       // the subscription stopped pulling: no row is handed out any more
 	watch    sync.Once  // stop is armed on the first Next's context
@@ -46,6 +53,7 @@ type rlBatch struct {
 	failed  error
 	culprit *delivery // whose statement failed the claim
 	results []item
+	untake  []any // counted rows given back unhanded: their count and mark are taken back
 }
 
 func newRowLock(rt *runtime) *rowLock {
@@ -132,10 +140,17 @@ func (r *rowLock) giveBack(bs []*rlBatch) {
 	ctx := r.rt.stmtCtx()
 	for _, b := range bs {
 		b.mu.Lock()
-		b.left -= len(b.ds) - b.next
+		if r.rt.st.untakeIDs != nil && b.ds[0].counted {
+			for i := b.next; i < len(b.ds); i++ {
+				b.untake = append(b.untake, b.ds[i].id)
+			}
+		}
+		unhanded := len(b.ds) - b.next
+		b.left -= unhanded
 		b.next = len(b.ds)
 		last := b.left == 0
 		b.mu.Unlock()
+		r.unbusy(unhanded) // after b.mu: handOut takes r.mu, then a batch's mu
 		if last {
 			r.commit(ctx, b)
 		}
@@ -184,6 +199,7 @@ func (r *rowLock) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, 
 	b.busy = false
 	last := b.left == 0
 	b.mu.Unlock()
+	r.unbusy(1) // after b.mu: handOut takes r.mu, then a batch's mu
 	if last {
 		r.commit(ctx, b)
 	} else if rt.cfg.transactional {
@@ -268,6 +284,9 @@ func (r *rowLock) commit(ctx context.Context, b *rlBatch) {
 	err := b.failed
 	if err == nil {
 		err = r.settleGrouped(ctx, b)
+	}
+	if err == nil && len(b.untake) > 0 {
+		_, err = b.tx.Exec(ctx, r.rt.st.untakeIDs.sql(len(b.untake)), b.untake...)
 	}
 	if err == nil {
 		err = b.tx.Commit(ctx)

@@ -31,9 +31,28 @@ func (r *rowLock) claim(ctx context.Context) (int, error) {
 	// only): the claim takes that many more, and leaves them as they are.
 	p := ClaimParams{Now: now, Limit: size + rt.heldCount(now), Group: rt.q.group}
 	var counted map[int64]int
-	if rt.count == countAlways || (rt.count == countRamp && (size < rt.cfg.batch || rt.cfg.batch == 1)) {
+	lapsed := false
+	if rt.st.lapsedSel != "" {
+		take, hold, err := r.rescueDue(ctx)
+		if err != nil || hold {
+			return 0, err
+		}
+		lapsed = take
+	}
+	if lapsed {
 		var err error
-		if counted, err = r.count(ctx, p); err != nil || len(counted) == 0 {
+		p.Limit = 1 + rt.heldCount(now)
+		if counted, err = r.count(ctx, p, true); err != nil {
+			return 0, err
+		}
+		if len(counted) == 0 {
+			r.rescued(false)
+			lapsed = false
+		}
+	}
+	if !lapsed && (rt.count == countAlways || (rt.count == countRamp && (size < rt.cfg.batch || rt.cfg.batch == 1))) {
+		var err error
+		if counted, err = r.count(ctx, p, false); err != nil || len(counted) == 0 {
 			return 0, err
 		}
 	}
@@ -59,9 +78,13 @@ func (r *rowLock) claim(ctx context.Context) (int, error) {
 	b := &rlBatch{tx: tx, ds: newDeliveries(rt, rows), left: len(rows)}
 	clear(rows)
 	for i := range b.ds {
-		b.ds[i].rb, b.ds[i].counted = b, counted != nil
+		b.ds[i].rb, b.ds[i].counted, b.ds[i].suspect = b, counted != nil, lapsed
+	}
+	if lapsed {
+		r.rescued(true)
 	}
 	r.mu.Lock()
+	r.busy += len(b.ds)
 	if r.stopping { // stopped while claiming: hand nothing out
 		r.mu.Unlock()
 		r.giveBack([]*rlBatch{b})
@@ -75,19 +98,30 @@ func (r *rowLock) claim(ctx context.Context) (int, error) {
 // count commits attempt + 1 on up to p.Limit ready rows, oldest first, in a transaction of its
 // own that locks them (skipping rows another claim holds), and returns each counted row's new
 // attempt.
-func (r *rowLock) count(ctx context.Context, p ClaimParams) (map[int64]int, error) {
+//
+// With lapsed it counts the rows whose counted claim ended without a settlement instead
+// (rowlock_rescue.go). Where the table has locked_until, the count marks the rows there.
+func (r *rowLock) count(ctx context.Context, p ClaimParams, lapsed bool) (map[int64]int, error) {
 	rt := r.rt
 	tx, err := rt.db.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit: a no-op
-	rows, err := tx.Query(ctx, rt.st.countSel, rt.st.countB.bind(p, nil)...)
+	sel, b := rt.st.countSel, rt.st.countB
+	if lapsed {
+		sel, b = rt.st.lapsedSel, rt.st.lapsedB
+	}
+	rows, err := tx.Query(ctx, sel, b.bind(p, nil)...)
 	if err != nil {
 		return nil, err
 	}
 	counted := make(map[int64]int, p.Limit)
 	var ids []any
+	if rt.st.lapsedSel != "" {
+		ids = append(ids, rt.d.Time(p.Now)) // the mark
+	}
+	marks := len(ids)
 	for rows.Next() {
 		var id, att int64
 		if err := rows.Scan(&id, &att); err != nil {
@@ -97,16 +131,19 @@ func (r *rowLock) count(ctx context.Context, p ClaimParams) (map[int64]int, erro
 		if rt.heldBack(id, p.Now) {
 			continue // not handed out: not counted
 		}
+		if lapsed && len(counted) == 1 {
+			continue // a lapsed row is taken alone
+		}
 		counted[id] = int(att)
 		ids = append(ids, id)
 	}
 	if err := rows.Close(); err != nil {
 		return nil, err
 	}
-	if len(ids) == 0 {
+	if len(ids) == marks {
 		return nil, nil
 	}
-	if _, err := tx.Exec(ctx, rt.st.countUpd.sql(len(ids)), ids...); err != nil {
+	if _, err := tx.Exec(ctx, rt.st.countUpd.sql(len(ids)-marks), ids...); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -161,6 +198,9 @@ func (r *rowLock) passOver(rows []Claimed, now time.Time) []Claimed {
 // adapt sets the next claim's size after batch b ended with err: doubled after a clean commit,
 // halved after a rollback or when rows were given back abandoned.
 func (r *rowLock) adapt(b *rlBatch, err error) {
+	if err != nil && b.ds[0].counted {
+		r.lapsedNow() // its marked rows lapsed: look for them at the next claim
+	}
 	clean := err == nil
 	for _, it := range b.results {
 		clean = clean && it.err == nil && it.v.Action != core.ActAbandon

@@ -34,7 +34,10 @@ type statements struct {
 	waitIDs    *inList // lease with RowLocking: lock rows, waiting (bounded) for held ones
 	countSel   string  // row lock counting at claim: ready ids and their attempt + 1, locked, skipping held rows
 	countB     *binder // countSel's arguments
-	countUpd   *inList // row lock counting at claim: attempt + 1 by ids
+	countUpd   *inList // row lock counting at claim: attempt + 1 (and the mark, where locked_until is) by ids
+	lapsedSel  string  // row lock counting at claim: lapsed ids (marked, not held) and their attempt + 1, locked
+	lapsedB    *binder // lapsedSel's arguments
+	untakeIDs  *inList // row lock: clear the mark and take back the attempt of rows never handed out
 	relock     *inList // row lock counting at claim: the claimed rows again, ready, by ids, locked
 	relockB    *binder // relock's arguments before the ids
 	takeStamp  string  // advisory: attempt + 1 on a ready row
@@ -109,9 +112,10 @@ func (rt *runtime) renderStatements(counted bool) statements {
 		return ", " + s.Headers + " = " + next()
 	}
 	clearLease := ""
-	if lease || (f == FormAdvisory && s.LockedUntil != "") {
-		// The advisory form marks a taken row in locked_until (advisory_rescue.go): every
-		// settlement clears the mark.
+	if lease || (f == FormAdvisory && s.LockedUntil != "") || (f == FormRowLock && counted && s.LockedUntil != "") {
+		// The advisory form marks a taken row in locked_until (advisory_rescue.go), the row-lock
+		// form a row whose claim counted its attempt (rowlock_rescue.go): every settlement
+		// clears the mark.
 		clearLease = ", " + s.LockedUntil + " = NULL"
 	}
 	bump := ""
@@ -226,9 +230,23 @@ func (rt *runtime) renderStatements(counted bool) statements {
 		st.countSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.QTable + " WHERE " + s.ready(FormRowLock, b) +
 			" ORDER BY " + s.ID + " LIMIT " + b.ph(slotLimit) + lock
 		st.countB = b
-		st.countUpd = newInList(d, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" + 1 WHERE "+s.ID+" IN (", ")", 1)
+		// relock takes the rows count just counted (and marked): not by their mark.
+		unmarked := *s
+		unmarked.LockedUntil = ""
+		if s.LockedUntil != "" {
+			st.countUpd = newInList(d, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" + 1, "+s.LockedUntil+" = "+p(1)+" WHERE "+s.ID+" IN (", ")", 2)
+			lapsed := *s
+			lapsed.Lapsed = true
+			lb := &binder{d: d}
+			st.lapsedSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.QTable + " WHERE " + lapsed.ready(FormRowLock, lb) +
+				" ORDER BY " + s.ID + " LIMIT " + lb.ph(slotLimit) + lock
+			st.lapsedB = lb
+			st.untakeIDs = newInList(d, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" - 1, "+s.LockedUntil+" = NULL WHERE "+s.ID+" IN (", ")", 1)
+		} else {
+			st.countUpd = newInList(d, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" + 1 WHERE "+s.ID+" IN (", ")", 1)
+		}
 		rb := &binder{d: d}
-		st.relock = newInList(d, "SELECT "+s.returned(s.Attempt)+" FROM "+s.QTable+" WHERE "+s.ready(FormRowLock, rb)+
+		st.relock = newInList(d, "SELECT "+s.returned(s.Attempt)+" FROM "+s.QTable+" WHERE "+unmarked.ready(FormRowLock, rb)+
 			" AND "+s.ID+" IN (", ") ORDER BY "+s.ID+lock, len(rb.slots)+1)
 		st.relockB = rb
 	}

@@ -118,6 +118,9 @@ func RunCrash(t *testing.T, open Open) {
 		t.Run("lease/neighbours", func(t *testing.T) { t.Parallel(); crashNeighbours(t, open(t)) })
 		t.Run("lease/given_back", func(t *testing.T) { t.Parallel(); givenBackUncounted(t, open(t)) })
 	}
+	if f.RowLock != nil {
+		t.Run("rowlock/neighbours", func(t *testing.T) { t.Parallel(); crashNeighboursRowLock(t, open(t)) })
+	}
 	if f.Advisory != nil {
 		t.Run("advisory/neighbours", func(t *testing.T) { t.Parallel(); crashNeighboursAdvisory(t, open(t)) })
 	}
@@ -214,6 +217,116 @@ func crashNeighboursAdvisory(t *testing.T, f *Fixture) {
 			}
 		case r.ProcessedAt == nil || r.Group != "q":
 			t.Errorf("neighbour %d not processed: %+v", r.ID, r)
+		}
+	}
+}
+
+// crashStop stops an App whose handlers never return, as a crash would leave them: it advances
+// the clock past the shutdown timeouts until the App has stopped (their deliveries abandoned).
+func (e *env) crashStop(stop func()) {
+	e.t.Helper()
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	go func() {
+		<-stopped
+		cancel()
+	}()
+	for e.clock.BlockUntil(ctx, 1) == nil {
+		e.clock.Advance(time.Second)
+	}
+	waitFor(e.t, stopped, "the App to stop")
+}
+
+// crashNeighboursRowLock: the row-lock form counting at claim, four workers each in a claim of
+// one row (the claim size starts at one) — a poison row and three neighbours — when the
+// process dies (the App stops under the handlers; the claims end without settling them, their
+// committed counts and marks stay). Each next process takes the poison row alone, as a suspect,
+// while the neighbours wait; after three crashes the poison row goes to the dead letter without
+// its handler, and the neighbours are acked at attempt 2. Before, every process claimed all four
+// again, and after three crashes all four were dead-lettered.
+func crashNeighboursRowLock(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb := sqlqueue.StandardTable("q")
+	e.create(tb)
+	p := e.publisher(tb, "q")
+	poison := e.publish(p, Refund{Card: "poison"})
+	for i := range 3 {
+		e.publish(p, Refund{Amount: i})
+	}
+	quit := make(chan struct{})
+	defer close(quit)
+	for round := 1; round <= crashLoopCap+1; round++ {
+		entered := make(chan int64, 4)
+		a := e.app(nil, core.WithShutdownTimeout(time.Second))
+		subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormRowLock), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+			id, _ := sqlqueue.RowID(m.Delivery())
+			if round > crashLoopCap {
+				return nil
+			}
+			entered <- id
+			select { // dies here: never returns on its own
+			case <-ctx.Done():
+			case <-quit:
+			}
+			return ctx.Err()
+		}, core.DeadLetterAfter(crashLoopCap, "q.dead"), core.Workers(4), sqlqueue.BatchSize(4), sqlqueue.CountAtClaim(true))
+		stop := e.run(a)
+		if round > crashLoopCap {
+			break
+		}
+		want := 1 // the lapsed poison row, alone
+		if round == 1 {
+			want = 4
+		}
+		for range want {
+			if id := waitFor(t, entered, "a handler"); round > 1 && id != poison {
+				t.Fatalf("round %d: row %d delivered; want the lapsed poison row alone", round, id)
+			}
+		}
+		if round > 1 {
+			// The other workers claim nothing beside the suspect: one of them waits on the
+			// clock (its poll) instead of entering a handler.
+			idle := make(chan error, 1)
+			go func() { idle <- e.clock.BlockUntil(e.ctx, 1) }()
+			select {
+			case id := <-entered:
+				t.Fatalf("round %d: row %d delivered beside the lapsed poison row", round, id)
+			case err := <-idle:
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		e.crashStop(stop)
+		select {
+		case id := <-entered:
+			t.Fatalf("round %d: row %d delivered beside the lapsed poison row", round, id)
+		default:
+		}
+	}
+	e.rec.WaitFor(func(all []core.Settlement) bool {
+		n := 0
+		for _, s := range all {
+			if s.Err == nil && s.Verdict.Action != core.ActAbandon {
+				n++
+			}
+		}
+		return n == 4
+	})
+	for _, x := range e.rec.Settlements() {
+		id, _ := sqlqueue.RowID(x.Delivery)
+		switch {
+		case x.Verdict.Action == core.ActAbandon:
+		case x.Err != nil:
+			t.Errorf("row %d: settlement failed: %v", id, x.Err)
+		case id == poison:
+			if x.Verdict.Action != core.ActDeadLetter || x.Delivery.Attempt() != crashLoopCap+1 {
+				t.Errorf("poison row: %v at attempt %d (%s); want a dead letter at attempt %d", x.Verdict, x.Delivery.Attempt(), core.Reason(x.Verdict), crashLoopCap+1)
+			}
+		case x.Verdict.Action != core.ActAck || x.Delivery.Attempt() != 2:
+			t.Errorf("neighbour %d: %v at attempt %d (%s); want an ack at attempt 2", id, x.Verdict, x.Delivery.Attempt(), core.Reason(x.Verdict))
 		}
 	}
 }

@@ -1,0 +1,108 @@
+package sqlqueue
+
+import (
+	"context"
+	"time"
+)
+
+// This file is the row-lock form's rescue of lapsed claims. A claim that counts its attempts
+// (CountAtClaim) commits attempt + 1 before it locks its rows; where the table has locked_until,
+// that count also marks the rows there, and every settlement clears the mark. A marked row that
+// no claim holds lapsed: the claim that counted it ended without settling it (its process died,
+// its connection was terminated, the server restarted). It may be the row that killed the
+// process, or one claimed beside it; the count was charged to all of them. So that a poison row
+// cannot take its neighbours down with it, the ordinary claims take only unmarked rows, and a
+// lapsed row is taken by the rescue, alone, when the process holds no other claimed row and
+// while it takes nothing else, counted again and handed out as suspect (core runs it with no
+// other handler of the subscription). A crash in its handler charges that row alone.
+//
+// The rescue costs nothing per claim: a claimant looks for lapsed rows when it starts, after a
+// counted claim of its own failed, and then every rescueEvery (one SELECT … LIMIT 1 … SKIP
+// LOCKED, which passes over rows live claims hold). While lapsed rows wait, it claims nothing
+// until its claimed rows have finished, for at most rescueWait.
+const (
+	rescueEvery = 2 * time.Second
+	rescueWait  = 10 * time.Second
+)
+
+// rescueDue decides, when the claimant needs rows, whether it takes a lapsed row (take), or
+// claims nothing for now (hold: lapsed rows wait for the claimed rows to finish).
+func (r *rowLock) rescueDue(ctx context.Context) (take, hold bool, err error) {
+	rt := r.rt
+	now := rt.clock.Now()
+	if !r.rescuing {
+		r.mu.Lock()
+		due := !now.Before(r.rescueAt)
+		if due {
+			r.rescueAt = now.Add(rescueEvery)
+		}
+		r.mu.Unlock()
+		if !due {
+			return false, false, nil
+		}
+		found, err := r.probeLapsed(ctx, now)
+		if err != nil || !found {
+			return false, false, err
+		}
+		r.rescuing, r.rescueBy = true, now.Add(rescueWait)
+	}
+	if r.busyCount() == 0 {
+		return true, false, nil
+	}
+	if now.Before(r.rescueBy) {
+		return false, true, nil
+	}
+	rt.log.Warn("sqlqueue: rows whose claims lapsed wait to be taken one at a time; claimed rows still unfinished",
+		"queue", rt.q.name, "waited", rescueWait)
+	r.rescuing = false
+	return false, false, nil
+}
+
+// rescued records the outcome of a rescue claim: took says it found a lapsed row.
+func (r *rowLock) rescued(took bool) {
+	if took {
+		r.rescueBy = r.rt.clock.Now().Add(rescueWait)
+		return
+	}
+	r.rescuing = false
+}
+
+// lapsedNow has the next claim look for lapsed rows.
+func (r *rowLock) lapsedNow() {
+	r.mu.Lock()
+	r.rescueAt = time.Time{}
+	r.mu.Unlock()
+}
+
+// probeLapsed reports whether the queue has a lapsed row no claim holds.
+func (r *rowLock) probeLapsed(ctx context.Context, now time.Time) (bool, error) {
+	rt := r.rt
+	rows, err := rt.db.Query(ctx, rt.st.lapsedSel, rt.st.lapsedB.bind(ClaimParams{Now: now, Limit: 1, Group: rt.q.group}, nil)...)
+	if err != nil {
+		return false, err
+	}
+	found := rows.Next()
+	rows.Close()
+	return found, rows.Err()
+}
+
+func (r *rowLock) busyCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.busy
+}
+
+// unbusy counts n claimed rows finished; the claimant waiting to rescue is woken when none is
+// left.
+func (r *rowLock) unbusy(n int) {
+	r.mu.Lock()
+	r.busy -= n
+	idle := r.busy == 0
+	r.mu.Unlock()
+	if idle && n > 0 {
+		select {
+		case r.ready <- struct{}{}:
+		default:
+		}
+	}
+}
