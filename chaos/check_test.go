@@ -172,6 +172,21 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		{name: "ack dead-lettered", kind: chaos.Ack, build: func(l *ledger) { l.run("w1", id, 4, "dead_letter", true) },
 			snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
 			want: []chaos.Category{chaos.Wrong}},
+		// killed in its handler at each of the cap's attempts: a crash like a poison pill's,
+		// the dead letter is the contract
+		{name: "ack killed in its handler three times", kind: chaos.Ack, build: func(l *ledger) {
+			for a := 1; a <= 3; a++ {
+				l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: a})
+			}
+			l.run("w1", id, 4, "dead_letter", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}}},
+		// charged an attempt it never reached a handler in (claimed beside a crash): wrong
+		{name: "ack charged without a handler", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 1})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 3})
+			l.run("w1", id, 4, "dead_letter", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
+			want: []chaos.Category{chaos.Wrong}},
 		{name: "still queued", kind: chaos.Poison, build: func(l *ledger) {
 			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 1})
 		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Pending, Copies: 1}}}, want: []chaos.Category{chaos.Stuck}},
@@ -249,6 +264,32 @@ func TestCheckMeasuresStallsAndRecoveryOutsideBlockingFaults(t *testing.T) {
 	}
 	if got := res.Failed(); !slices.Equal(got, []chaos.Category{chaos.Recover, chaos.Stall}) {
 		t.Errorf("failed %v, want recover and stall", got)
+	}
+}
+
+// A message whose settlement failed is held back for a backoff: while every message that
+// remained had a failed settlement there was nothing to settle, which is not a stall; while a
+// message without one waited, it is.
+func TestCheckExcusesOnlyHeldBackMessages(t *testing.T) {
+	ms := int64(time.Millisecond)
+	ids := chaos.MessageIDs(3)
+	entries := []chaos.Entry{
+		{At: 0, Ev: chaos.EvSeeded},
+		{At: 100 * ms, Ev: chaos.EvSettle, ID: ids[0], Outcome: "ack", OK: true},
+		{At: 200 * ms, Ev: chaos.EvSettle, ID: ids[1], Outcome: "ack", OK: false, Err: "refused"},
+		// ids[2] has no failed settlement: 200 ms → 4.2 s is held up, a stall of 4 s
+		{At: 4200 * ms, Ev: chaos.EvSettle, ID: ids[2], Outcome: "ack", OK: true},
+		// only ids[1] remains, held back: 4.2 s → 11 s is its backoff
+		{At: 11000 * ms, Ev: chaos.EvSettle, ID: ids[1], Outcome: "dead_letter", OK: true},
+		{At: 11100 * ms, Ev: chaos.EvDrained},
+	}
+	done := chaos.Snapshot{Messages: map[string]chaos.Observed{}}
+	for _, id := range ids {
+		done.Messages[id] = chaos.Observed{Where: chaos.Done, Copies: 1}
+	}
+	res := chaos.Check(entries, done, chaos.Expect{IDs: ids, Mix: oneKind(t, chaos.Ack), StallBound: 3 * time.Second})
+	if res.MaxGap != 4100*time.Millisecond {
+		t.Errorf("MaxGap %v, want 4.1s (100 ms → 4.2 s, while a message without a failed settlement waited)", res.MaxGap)
 	}
 }
 

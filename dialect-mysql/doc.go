@@ -24,7 +24,8 @@
 //	          IS_USED_LOCK
 //
 // A crashed process's rows (lease: locked_until past; advisory: the locked_until mark set when a
-// row is taken, with its lock free) are taken again one at a time and run alone
+// row is taken, with its lock free; row lock: the mark a counted claim sets, with the row no
+// longer locked) are taken again one at a time and run alone
 // (core.Suspect), so a poison row cannot drag its neighbours to the cap.
 //
 // Neither flavour has UPDATE … RETURNING, so the lease claim selects and then stamps in one

@@ -24,8 +24,9 @@
 //     time and each run alone (core.Suspect), so a poison row cannot drag its neighbours to
 //     the cap.
 //   - RowLock: the claim transaction holds the rows (FOR UPDATE SKIP LOCKED) until they are
-//     settled, and its commit is the settlement. A crashed process's rows come back at once;
-//     each claimed batch keeps one connection busy while its handlers run.
+//     settled, and its commit is the settlement. A crashed process's rows come back at once
+//     (those of a claim that counted its attempts marked in locked_until, and taken again one
+//     at a time, alone); each claimed batch keeps one connection busy while its handlers run.
 //   - Advisory: pg_try_advisory_lock on a key per row (sqlqueue.AdvisoryKey; by default the id,
 //     hashed with hashtextextended) on a connection reserved for the delivery; rows that share a
 //     key are worked one at a time across processes. One connection per in-flight delivery.
