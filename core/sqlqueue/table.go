@@ -211,11 +211,12 @@ type Schema struct {
 	QTable string
 	// Quoted column names; "" when the column is absent.
 	ID, Payload, Group, Attempt, RetryAfter, LockedUntil, ProcessedAt, Headers, CreatedAt, LastError string
-	// Lapsed is set on the schema of the lease form's rescue claim: a ready row is then one
-	// whose lease ran out without a settlement (locked_until set and past), where otherwise it
-	// is one no claim holds (locked_until NULL). A LeaseClaim that renders its condition with
-	// the engine's claim helpers (UpdateReturningClaim, SelectThenUpdateClaim) follows it;
-	// a dialect that spells its own must too.
+	// Lapsed is set on the schema of a rescue claim: a ready row is then one whose claim
+	// lapsed without a settlement (lease form: locked_until set and past; row lock: the mark a
+	// counted claim set), where otherwise it is one no claim holds or marks (locked_until
+	// NULL). A LeaseClaim that renders its condition with the engine's claim helpers
+	// (UpdateReturningClaim, SelectThenUpdateClaim) follows it; a dialect that spells its own
+	// must too (it is called once with Lapsed, for the rescue).
 	Lapsed bool
 }
 
