@@ -69,7 +69,13 @@ func (rt *runtime) render() error {
 			return fmt.Errorf("sqlqueue: %s lease rescue claim for table %s: %w", d.Name(), rt.table, err)
 		}
 		b := &binder{d: d}
-		rt.lapsedProbe = "SELECT " + s.ID + " FROM " + s.QTable + " WHERE " + lapsed.ready(FormLease, b) + " ORDER BY " + s.ID + " LIMIT 1"
+		// The look passes over rows another session holds locked (where the dialect can): a
+		// row held past its lease end is no rescue's to take, and must not stop the claims.
+		lock := ""
+		if rt.rowLocks != nil {
+			lock = rt.rowLocks.LockClause(true)
+		}
+		rt.lapsedProbe = "SELECT " + s.ID + " FROM " + s.QTable + " WHERE " + lapsed.ready(FormLease, b) + " ORDER BY " + s.ID + " LIMIT 1" + lock
 		rt.lapsedProbeB = b
 	case f == FormRowLock:
 		c, err := rt.q.rowLock.RowLockClaim(s)
