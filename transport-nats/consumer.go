@@ -26,6 +26,8 @@ type consumer struct {
 	clock clock.Clock
 	queue string
 	batch int
+	win   *window // how many of batch the next fetch asks for (window.go)
+	gate  gate    // Next waits while a suspect delivery is out (window.go)
 	lease time.Duration
 	dest  string
 
@@ -98,13 +100,23 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 		c.clock = q.c.clock
 	}
 	c.acks.c = c
+	c.win = newWindow(c.clock, c.lease, c.batch, ci != nil && ci.NumAckPending > 0)
 	c.dl = dlBackoff{min: q.c.dlWait[0], max: q.c.dlWait[1]}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.watchAdvisories(); err != nil {
 		c.cancel()
 		return nil, nil, err
 	}
-	c.unreconnect = q.c.onReconnect(func() { c.report(core.Event{Kind: core.EventReconnected}) })
+	c.unreconnect = q.c.onReconnect(func() {
+		c.report(core.Event{Kind: core.EventReconnected})
+		// A pull request sent before the connection dropped may be gone with the server (a
+		// restart): ending the fetch now sends a new one instead of waiting out FetchWait.
+		c.curMu.Lock()
+		if f := c.cur; f != nil {
+			f.cancel()
+		}
+		c.curMu.Unlock()
+	})
 	c.loop.Add(1)
 	go c.extend()
 	return c, c, nil
@@ -120,7 +132,7 @@ type fetch struct {
 // context's deadline sets the request's expiry on the server; Close cancels it.
 func (c *consumer) pull() (*fetch, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.fetchWait)
-	b, err := c.cons.Fetch(c.batch, jetstream.FetchContext(ctx))
+	b, err := c.cons.Fetch(c.win.batch(), jetstream.FetchContext(ctx))
 	if err != nil {
 		cancel()
 		if c.ctx.Err() != nil {
@@ -135,7 +147,26 @@ func (c *consumer) pull() (*fetch, error) {
 // ended. (Requesting the next batch before the current one is handed out was measured: no faster
 // on a drain, and it claims twice as much.)
 func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
+	d, err := c.next(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if d.suspect && c.batch > 1 {
+		c.gate.hold(d)
+	}
+	return d, nil
+}
+
+func (c *consumer) next(ctx context.Context) (*Delivery, error) {
 	for {
+		if g := c.gate.wait(); g != nil {
+			select {
+			case <-g:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			continue
+		}
 		c.curMu.Lock()
 		if len(c.side) > 0 {
 			d := c.side[0]
@@ -224,6 +255,9 @@ func (c *consumer) wrap(m jetstream.Msg) *Delivery {
 	}
 	d := &Delivery{msg: m, attempt: int(meta.NumDelivered), seq: meta.Sequence.Stream, src: c,
 		stored: meta.Timestamp, suspect: c.suspectOf(meta.Sequence.Stream, meta.NumDelivered)}
+	if d.suspect {
+		c.win.suspect()
+	}
 	c.track(d)
 	return d
 }
@@ -239,6 +273,7 @@ func (c *consumer) Close() error {
 		c.unreconnect()
 	}
 	c.acks.flush()
+	c.gate.release(nil)
 	defer c.barrier()
 	c.cancel()
 	c.loop.Wait() // the lease loop takes no more waiting messages

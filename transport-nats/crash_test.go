@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,11 +49,17 @@ func crashChild() int {
 		return 1
 	}
 	h := func(_ context.Context, m *core.Message[string]) error {
+		if m.Payload != "poison" {
+			time.Sleep(300 * time.Millisecond) // a handler's work: the poison crashes meanwhile
+			fmt.Printf("neighbour %s attempt %d: ack\n", m.Payload, m.Attempt())
+			return nil
+		}
 		fmt.Printf("attempt %d: crashing\n", m.Attempt())
 		os.Exit(3)
 		return nil
 	}
-	if err := core.Subscribe(app, q, h, raw, core.DeadLetterAfter(3, dead)); err != nil {
+	workers, _ := strconv.Atoi(os.Getenv("SETTLE_NATS_CRASH_WORKERS"))
+	if err := core.Subscribe(app, q, h, raw, core.DeadLetterAfter(3, dead), core.Workers(max(workers, 1))); err != nil {
 		fmt.Println(err)
 		return 1
 	}
@@ -126,6 +133,77 @@ func TestCrashLoopEndsInDeadLetter(t *testing.T) {
 		}
 		if left, err := a.take(ctx, prefix+"_work"); err != nil || len(left) != 0 {
 			t.Fatalf("work stream still holds %d messages (%v)", len(left), err)
+		}
+	})
+}
+
+// TestCrashChargesOnlyItsMessage: the poison message is published before three neighbours, and
+// the children run four workers (a fetch of four). A child starts fetching one message at a
+// time, and for one AckWait after it starts (the consumer had unacknowledged messages, its
+// predecessor's) or after a suspect delivery, and it hands out nothing else while a suspect
+// delivery is being handled: so the poison crashes alone, each time, and its neighbours are
+// acknowledged at their first or second delivery. Before the window, every child fetched the
+// poison with its three neighbours, each crash charged them a delivery, and the fourth child
+// dead-lettered all four as "not settled".
+func TestCrashChargesOnlyItsMessage(t *testing.T) {
+	eachServer(t, func(t *testing.T, url string) {
+		a := newAdmin(t, url)
+		prefix := uniquePrefix(t)
+		a.deleteStreamsOnCleanup(t, prefix)
+		subject, dead := prefix+".work", prefix+".work.dead"
+		ctx, cancel := contextWithTimeout(90 * time.Second)
+		defer cancel()
+		if _, err := a.js.CreateStream(ctx, jetstream.StreamConfig{Name: prefix + "_work", Subjects: []string{subject}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+			t.Fatal(err)
+		}
+		for _, body := range []string{"poison", "n1", "n2", "n3"} {
+			if _, err := a.js.Publish(ctx, subject, []byte(body)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var codes []int
+		var out []byte
+		for range 8 {
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), crashChildEnv+"="+url, "SETTLE_NATS_CRASH_SUBJECT="+subject, "SETTLE_NATS_CRASH_DEAD="+dead,
+				"SETTLE_NATS_CRASH_WORKERS=4")
+			o, err := cmd.Output()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatalf("child: %v", err)
+			}
+			t.Logf("child exited %d: %s", code, o)
+			out = append(out, o...)
+			codes = append(codes, code)
+			if code != 3 {
+				break
+			}
+		}
+		if !slices.Equal(codes, []int{3, 3, 3, 0}) {
+			t.Fatalf("children exited %v; want three crashes, then the dead letter", codes)
+		}
+		got, err := a.takeAtLeast(ctx, prefix+"_work_dead", dead, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || string(got[0].Body) != "poison" {
+			var bodies []string
+			for _, m := range got {
+				bodies = append(bodies, string(m.Body))
+			}
+			t.Fatalf("dead letters %v; want the poison alone", bodies)
+		}
+		for _, n := range []string{"n1", "n2", "n3"} {
+			acked := false
+			for a := 1; a <= 2; a++ {
+				acked = acked || strings.Contains(string(out), fmt.Sprintf("neighbour %s attempt %d: ack", n, a))
+			}
+			if !acked {
+				t.Errorf("neighbour %s not acknowledged at its first or second delivery", n)
+			}
 		}
 	})
 }

@@ -15,7 +15,8 @@
 //
 // # Outcomes
 //
-//	ack              +ACK (ConfirmAcks: a double ack the server confirms)
+//	ack              +ACK as a double ack: reported once the server confirmed it
+//	                 (UnconfirmedAcks: batched, reported once written)
 //	drop             +TERM: never delivered again
 //	retry            -NAK: delivered again at once
 //	retry after d    -NAK with delay d: the server holds the message, durable
@@ -32,8 +33,13 @@
 //
 // # Leases and fetching
 //
-// A subscription fetches batches of its worker count (core.Workers) and writes its +ACKs in
-// batches (the worker count's worth, or 2ms after the first). A fetched message is leased for
+// A subscription fetches batches of its worker count (core.Workers). It fetches one message at a
+// time for one AckWait after it starts when the consumer had unacknowledged messages (a crashed
+// predecessor's come due then), and after each suspect delivery (Delivery.Suspect), and hands out
+// nothing else while a suspect delivery is being handled: a message that crashes the process
+// charges its later crashes to itself alone, not to the messages fetched beside it. Each ack
+// waits for the server's confirmation; with UnconfirmedAcks, +ACKs are written in batches (the
+// worker count's worth, or 2ms after the first). A fetched message is leased for
 // the consumer's AckWait; settle sends +WPI (in progress) for every fetched, unsettled message
 // every third of it, on the App's clock, so a long handler keeps its message (and a message
 // waiting for a free worker keeps its place). A dead-letter copy that JetStream does not store leaves

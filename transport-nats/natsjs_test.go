@@ -252,10 +252,11 @@ func TestMaxDeliveriesAdvisoryLogged(t *testing.T) {
 	})
 }
 
-// TestConfirmedAcks runs the conformance suite with double acks.
-func TestConfirmedAcks(t *testing.T) {
+// TestUnconfirmedAcks runs the conformance suite with batched, unconfirmed acks (the default,
+// double acks, runs in TestTransport).
+func TestUnconfirmedAcks(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T) transporttest.Env {
-		return transporttest.Env{Backend: newBackend(t, embedded.URL(), natsjs.ConfirmAcks()), Clock: clock.Real(), Features: transporttest.Features{CountsAtTake: true}}
+		return transporttest.Env{Backend: newBackend(t, embedded.URL(), natsjs.UnconfirmedAcks()), Clock: clock.Real(), Features: transporttest.Features{CountsAtTake: true}}
 	})
 }
 

@@ -161,10 +161,21 @@ func MaxAckPending(n int) QueueOption {
 }
 
 // ConfirmAcks makes every acknowledgement a double ack: settle waits for the server to confirm
-// it before the settlement counts as done, so an ack lost on the way reports an error (and the
-// message comes back) instead of passing silently. It costs a round trip per message.
+// it before the settlement counts as done, so an ack lost on the way — still in the client's
+// buffer when the process dies, or with a dropped connection — reports an error (and the message
+// comes back) instead of passing as settled. It is the default; the option stays for code that
+// names it. It costs a round trip per message, taken by the handler's worker (the package README
+// has the figures).
 func ConfirmAcks() QueueOption {
 	return func(c *queueConfig) error { c.confirmAcks = true; return nil }
+}
+
+// UnconfirmedAcks writes +ACKs without waiting for the server, batched, and reports an ack
+// settled once it is written: faster (see the package README), but an ack still in the client's
+// buffer when the process dies, or lost with the connection, was reported settled and the message
+// is delivered again after its AckWait — the handler runs twice (at-least-once), nothing is lost.
+func UnconfirmedAcks() QueueOption {
+	return func(c *queueConfig) error { c.confirmAcks = false; return nil }
 }
 
 // FetchBatch sets how many messages one pull request asks for (default: the subscription's
@@ -213,7 +224,7 @@ func NewQueue(c *Conn, subject string, opts ...QueueOption) (*Queue, error) {
 	if err := validSubject("natsjs.NewQueue: subject", subject); err != nil {
 		return nil, err
 	}
-	cfg := queueConfig{subject: subject, fetchWait: DefaultFetchWait}
+	cfg := queueConfig{subject: subject, fetchWait: DefaultFetchWait, confirmAcks: true}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("natsjs.NewQueue(%q): nil option", subject)

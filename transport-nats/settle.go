@@ -9,7 +9,7 @@ import (
 
 // Finish performs v on the delivery, as JetStream's acknowledgement protocol:
 //
-//	ack             +ACK (with ConfirmAcks, a double ack the server confirms)
+//	ack             +ACK as a double ack the server confirms (UnconfirmedAcks: +ACK, batched)
 //	drop            +TERM: never delivered again
 //	retry           -NAK: delivered again at once, NumDelivered raised
 //	retry after d   -NAK {"delay": d}: the server holds the message for d
@@ -17,14 +17,18 @@ import (
 //	                acknowledged by JetStream, then +TERM
 //	abandoned       -NAK without delay: delivered again at once
 //
-// Each settlement is reported once the acknowledgement is written (or confirmed, with
-// ConfirmAcks); a write that fails is reported as the settlement's error, and the message comes
-// back when its AckWait runs out. +ACKs are written in batches (see acks).
+// An ack is reported once the server confirmed it (with UnconfirmedAcks, once written); other
+// settlements once their frame is written. A frame that fails is reported as the settlement's
+// error, and the message comes back when its AckWait runs out.
 func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, settled core.Settled) {
 	del, ok := d.(*Delivery)
 	if !ok || del.src != c {
 		settled(d, v, fmt.Errorf("natsjs: Finish given a delivery of another subscription (%T %s)", d, d.ID()))
 		return
+	}
+	c.gate.release(del)
+	if v.Action != core.ActAbandon && !del.suspect {
+		c.win.settledClean()
 	}
 	var err error
 	switch v.Action {
@@ -33,6 +37,7 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 			c.acks.add(del, v, settled)
 			return
 		}
+		c.untrack(del) // no +WPI while the ack waits for its confirmation
 		err = del.msg.DoubleAck(ctx)
 	case core.ActDrop:
 		err = del.msg.Term()

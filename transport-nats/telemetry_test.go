@@ -2,6 +2,7 @@ package natsjs_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,4 +166,34 @@ func TestHealthAndReconnectThroughACutConnection(t *testing.T) {
 	coretest.WaitReadyz(t, r.app, 200, nil)
 	r.publish("refunds", "after", nil)
 	r.rec.WaitSettled(1)
+}
+
+// An ack is reported settled only once the server confirmed it (a double ack, the default): the
+// handler cuts the connection (a proxy of the test's own, ports 4290-4299) before its outcome is
+// written, and the settlement reports the failure instead of a success the server never saw. With
+// UnconfirmedAcks it would report success, the ack still in the client's buffer.
+func TestAckReportedOnlyWhenConfirmed(t *testing.T) {
+	url := realServer(t)
+	p := coretest.NewProxy(t, url[len("nats://"):], 4290, 4291, 4292, 4293, 4294, 4295, 4296, 4297, 4298, 4299)
+	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.DeclareTopology(true), natsjs.RequestTimeout(500*time.Millisecond))
+	var runs atomic.Int32
+	published := make(chan struct{})
+	if err := core.Subscribe(r.app, r.queue("refunds", natsjs.AckWait(time.Second)), func(context.Context, *core.Message[string]) error {
+		if runs.Add(1) == 1 {
+			<-published // the publisher has its acknowledgement: the cut is the handler's alone
+			p.Cut()
+		}
+		return nil
+	}, core.WithCodec(core.Raw)); err != nil {
+		t.Fatal(err)
+	}
+	r.mustStart()
+	r.publish("refunds", "m", nil)
+	close(published)
+	got := r.rec.WaitFor(func(s []core.Settlement) bool { return len(s) >= 1 })
+	p.Restore()
+	if got[0].Verdict.Action != core.ActAck || got[0].Err == nil {
+		t.Fatalf("first settlement %v (err %v): want an ack reported failed, the connection cut before the server confirmed it", got[0].Verdict.Action, got[0].Err)
+	}
+	t.Logf("the unconfirmed ack reports: %v", got[0].Err)
 }
