@@ -107,16 +107,7 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 		c.cancel()
 		return nil, nil, err
 	}
-	c.unreconnect = q.c.onReconnect(func() {
-		c.report(core.Event{Kind: core.EventReconnected})
-		// A pull request sent before the connection dropped may be gone with the server (a
-		// restart): ending the fetch now sends a new one instead of waiting out FetchWait.
-		c.curMu.Lock()
-		if f := c.cur; f != nil {
-			f.cancel()
-		}
-		c.curMu.Unlock()
-	})
+	c.unreconnect = q.c.onReconnect(func() { c.report(core.Event{Kind: core.EventReconnected}) })
 	c.loop.Add(1)
 	go c.extend()
 	return c, c, nil
