@@ -38,6 +38,7 @@ type Conn struct {
 
 	evMu       sync.Mutex
 	reconnects map[*func()]struct{} // subscriptions told of reconnections (telemetry.go)
+	drops      map[*func()]struct{} // subscriptions told of disconnections
 }
 
 var (
@@ -202,6 +203,7 @@ func (c *Conn) jetStream() (jetstream.JetStream, error) {
 				return
 			}
 			log.Warn("nats: disconnected; reconnecting", "server", nc.ConnectedUrlRedacted(), "error", err)
+			c.disconnected()
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats: reconnected", "server", nc.ConnectedUrlRedacted(), "reconnects", nc.Stats().Reconnects)

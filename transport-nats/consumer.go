@@ -31,6 +31,9 @@ type consumer struct {
 	lease time.Duration
 	dest  string
 
+	confirms     confirms // double acks waiting for the server (window.go)
+	undisconnect func()
+
 	ctx    context.Context // ends at Close: stops the fetch in flight and the lease loop
 	cancel context.CancelFunc
 
@@ -107,7 +110,11 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 		c.cancel()
 		return nil, nil, err
 	}
-	c.unreconnect = q.c.onReconnect(func() { c.report(core.Event{Kind: core.EventReconnected}) })
+	c.unreconnect = q.c.onReconnect(func() {
+		c.report(core.Event{Kind: core.EventReconnected})
+		c.dropStale()
+	})
+	c.undisconnect = q.c.onDisconnect(c.confirms.cancelAll)
 	c.loop.Add(1)
 	go c.extend()
 	return c, c, nil
@@ -117,6 +124,26 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 type fetch struct {
 	batch  jetstream.MessageBatch
 	cancel context.CancelFunc
+	server string // the id of the server the request went to; "" while disconnected
+}
+
+// dropStale ends the fetch in flight when its pull request went to a server that is gone: the
+// connection came back to a server with another id (a restarted nats-server draws a new one),
+// which never heard of the request, so the fetch would wait out FetchWait for nothing. A request
+// sent while disconnected went out on the reconnection and stands; one to the same server
+// (a dropped connection, not a restart) stands too: ended here, the server would still deliver
+// to it and the message would wait for its AckWait.
+func (c *consumer) dropStale() {
+	nc, err := c.c.NATS()
+	if err != nil {
+		return
+	}
+	now := nc.ConnectedServerId()
+	c.curMu.Lock()
+	defer c.curMu.Unlock()
+	if f := c.cur; f != nil && f.server != "" && now != "" && f.server != now {
+		f.cancel()
+	}
 }
 
 // pull sends a pull request for a batch of the subscription's worker count (or FetchBatch). The
@@ -131,7 +158,11 @@ func (c *consumer) pull() (*fetch, error) {
 		}
 		return nil, fmt.Errorf("fetch from consumer %q on stream %q: %w", c.cfg.durable, c.cfg.stream, err)
 	}
-	return &fetch{batch: b, cancel: cancel}, nil
+	f := &fetch{batch: b, cancel: cancel}
+	if nc, err := c.c.NATS(); err == nil {
+		f.server = nc.ConnectedServerId()
+	}
+	return f, nil
 }
 
 // Next hands out the next message of the current fetch, requesting a batch when the last one has
@@ -262,6 +293,9 @@ func (c *consumer) wrap(m jetstream.Msg) *Delivery {
 func (c *consumer) Close() error {
 	if c.unreconnect != nil {
 		c.unreconnect()
+	}
+	if c.undisconnect != nil {
+		c.undisconnect()
 	}
 	c.acks.flush()
 	c.gate.release(nil)

@@ -30,10 +30,12 @@ func ownServer(t *testing.T, port int, dir string) *natsserver.Server {
 	return s
 }
 
-// After the server restarts (down for 3s), the subscription settles again as soon as it has
-// reconnected: measured 50-270ms after the server accepts connections (the client's reconnect
-// wait is 250ms). A guard, not a fix: a fetch pending while the server is down does not fail
-// (no backoff in core grows meanwhile), and the pull request survives the reconnection.
+// After the server restarts, the subscription settles again as soon as it has reconnected. A
+// server that stops in an orderly way tells the pull requests it holds; one that crashes (here:
+// the connection cut at a proxy of the test's own, ports 4300-4309, before the server stops)
+// does not, and the new server never heard of them: the client used to wait for its request to
+// expire (FetchWait, 20s here) before fetching again. Reconnected to a server with another id, it
+// now ends that fetch and sends a new request at once.
 func TestRestartedServerServesAtOnce(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -45,18 +47,37 @@ func TestRestartedServerServesAtOnce(t *testing.T) {
 	s := ownServer(t, port, dir)
 	t.Cleanup(func() { s.Shutdown() })
 	url := s.ClientURL()
-	r := newRig(t, url, clock.Real(), natsjs.DeclareTopology(true))
-	if err := core.Subscribe(r.app, r.queue("work"), func(context.Context, *core.Message[string]) error { return nil },
+	p := coretest.NewProxy(t, url[len("nats://"):], 4300, 4301, 4302, 4303, 4304, 4305, 4306, 4307, 4308, 4309)
+	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.DeclareTopology(true))
+	if err := core.Subscribe(r.app, r.queue("work", natsjs.FetchWait(20*time.Second)), func(context.Context, *core.Message[string]) error { return nil },
 		core.WithCodec(core.Raw)); err != nil {
 		t.Fatal(err)
 	}
 	r.mustStart()
 	r.publish("work", "before", nil)
 	r.rec.WaitSettled(1)
+	// The server holds the subscription's next pull request.
+	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
+	defer cancel()
+	for {
+		c, err := r.admin.js.Consumer(ctx, r.stream("work"), r.stream("work"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.CachedInfo().NumWaiting > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no pull request waiting on the server")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	p.Cut() // the client hears nothing more from this server
 	s.Shutdown()
 	s.WaitForShutdown()
-	time.Sleep(3 * time.Second) // the fault: the server stays down for a while
 	s = ownServer(t, port, dir)
+	p.Restore()
 	back := time.Now()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -67,8 +88,6 @@ func TestRestartedServerServesAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
-	defer cancel()
 	if _, err := js.Publish(ctx, r.subject("work"), []byte("after")); err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,14 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 			return
 		}
 		c.untrack(del) // no +WPI while the ack waits for its confirmation
-		err = del.msg.DoubleAck(ctx)
+		actx, cancel := context.WithCancel(ctx)
+		k := c.confirms.add(cancel)
+		err = del.msg.DoubleAck(actx)
+		c.confirms.remove(k)
+		if err != nil && actx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("the connection dropped before the server confirmed the ack (the message comes back after its AckWait if the ack was lost): %w", err)
+		}
+		cancel()
 	case core.ActDrop:
 		err = del.msg.Term()
 	case core.ActRetryAfter:

@@ -94,6 +94,36 @@ func (c *Conn) onReconnect(f func()) func() {
 	}
 }
 
+// onDisconnect registers f to be called when the connection drops; the returned function
+// unregisters it.
+func (c *Conn) onDisconnect(f func()) func() {
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	if c.drops == nil {
+		c.drops = make(map[*func()]struct{})
+	}
+	k := &f
+	c.drops[k] = struct{}{}
+	return func() {
+		c.evMu.Lock()
+		delete(c.drops, k)
+		c.evMu.Unlock()
+	}
+}
+
+// disconnected tells every subscription of the connection that it dropped.
+func (c *Conn) disconnected() {
+	c.evMu.Lock()
+	fs := make([]func(), 0, len(c.drops))
+	for k := range c.drops {
+		fs = append(fs, *k)
+	}
+	c.evMu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
 // reconnected tells every subscription of the connection that it was restored.
 func (c *Conn) reconnected() {
 	c.evMu.Lock()

@@ -1,6 +1,7 @@
 package natsjs
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -105,4 +106,39 @@ func (g *gate) release(d *Delivery) {
 		g.d, g.open = nil, nil
 	}
 	g.mu.Unlock()
+}
+
+// confirms are the double acks waiting for the server's answer. When the connection drops, an
+// answer still due will never come (a request the server never got, or one it answered on the
+// connection that died): they fail at once, with the message back after its AckWait if the ack
+// was lost, instead of holding their workers for the request timeout.
+type confirms struct {
+	mu sync.Mutex
+	m  map[*context.CancelFunc]struct{}
+}
+
+func (c *confirms) add(cancel context.CancelFunc) *context.CancelFunc {
+	k := &cancel
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[*context.CancelFunc]struct{})
+	}
+	c.m[k] = struct{}{}
+	c.mu.Unlock()
+	return k
+}
+
+func (c *confirms) remove(k *context.CancelFunc) {
+	c.mu.Lock()
+	delete(c.m, k)
+	c.mu.Unlock()
+}
+
+func (c *confirms) cancelAll() {
+	c.mu.Lock()
+	for k := range c.m {
+		(*k)()
+		delete(c.m, k)
+	}
+	c.mu.Unlock()
 }
