@@ -49,25 +49,12 @@ func natsTrial(name string, sc Scenario) *Trial {
 	}
 	var m *Mark
 	switch name {
-	case "kill":
-		m = killedWhileRunning(19)
 	case "restart":
 		m = &Mark{Issue: 19, Intermittent: true, Cats: cats(chaos.Double, chaos.Stuck, chaos.Stall),
-			Reason: "nats-server 2.9 writes JetStream state to disk asynchronously (sync_interval, which could make it synchronous, arrived in 2.10): the SIGKILL restart loses acknowledgements and terminations the server had confirmed, so those messages are delivered and settled again (reported as double: the same attempt settled twice), and some are not delivered again before the bounded drain ends (stuck, with a stall; the restored consumer state, not analysed further)"}
+			Reason: "nats-server 2.9 writes JetStream state to disk asynchronously (sync_interval, which could make it synchronous, arrived in 2.10): the SIGKILL restart loses acknowledgements and terminations the server had confirmed, so those messages are delivered and settled again (reported as double: the same attempt settled twice), and others stay in the stream and are never delivered again (stuck, with a stall: acks confirmed 80 ms before the SIGKILL; the restored stream and consumer states seem to disagree, not analysed further)"}
 	}
 	return &Trial{Name: name, Backend: "nats", Form: "jetstream", Scenario: sc, Mark: m,
 		open: func(env *Env) backend { return &natsBackend{env: env} }}
-}
-
-// killedWhileRunning is what the kill loops on RabbitMQ and NATS can show now that a crash
-// charges only the deliveries in flight: the driver's SIGKILLs land at random, also 15 ms after a
-// restart, when the first delivery handled is the one the last kill interrupted (a suspect runs
-// first, alone); a self_kill message hit that way twice spends its third attempt killing its
-// process itself, and its next delivery is past the cap of 3: dead-lettered "not settled after 3
-// attempts", as the cap promises — not a neighbour charged for another message's crash.
-func killedWhileRunning(issue int) *Mark {
-	return &Mark{Issue: issue, Intermittent: true, Cats: cats(chaos.Wrong),
-		Reason: "the driver's random SIGKILLs can hit the same message while its handler runs (the message a kill interrupted is handled first after the restart, and the next kill may come 15 ms later): a self_kill message hit twice spends its third attempt killing its process itself and is dead-lettered as not settled after the cap of 3 — the cap doing what it promises, seen 1 run in 3 on NATS; the checker counts every dead-lettered ack kind as wrong"}
 }
 
 // List returns every trial, in the order of the table.
@@ -221,8 +208,6 @@ func markAMQP(trial, form string) *Mark {
 	case trial == "cut" && form == "classic+inprocess":
 		return &Mark{Issue: 15, Intermittent: true, Cats: cats(chaos.Lost, chaos.Double),
 			Reason: "an in-process delayed copy is lost when the connection is cut (the original was acked when the copy was scheduled; the copy's publish on the dead connection fails) — beyond the documented window, which is a stop of the process (new finding, reported with this issue)"}
-	case trial == "kill":
-		return killedWhileRunning(15)
 	case trial == "compete" && quorum:
 		return &Mark{Issue: 15, Intermittent: true, Cats: cats(chaos.NoCount, chaos.Wrong),
 			Reason: "two consumers with the full window (no Prefetch: unlimited): a crash of one returns its whole window, which the other takes as suspects beside its own clean deliveries; when the other crashes too (a self_kill among them), the same innocent messages are charged again, and with a retry of their own they reach the cap (dead-lettered as not settled, or moved by the server's delivery limit without settle-retry-count). A window cannot be narrowed safely within a session (a quorum delivery in flight to a cancelled consumer is charged)"}
