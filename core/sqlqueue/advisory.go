@@ -25,7 +25,8 @@ type advisory struct {
 
 	// the rescue of lapsed takes (advisory_rescue.go), used by Next only
 	rescuing bool
-	rescueBy time.Time
+	rescueBy time.Time // until when to wait for the connections to come free
+	rescueAt time.Time // no new wait before then (after one that gave up)
 
 	mu      sync.Mutex
 	conns   []*advConn

@@ -14,7 +14,8 @@ import (
 // else is taken while it is held; it is handed out as suspect (core runs it with no other
 // handler of the subscription). A crash in its handler then charges an attempt to it alone.
 // While lapsed rows wait for the connections to come free, no ordinary row is taken, for at
-// most a lease's length (LeaseFor): a handler that hangs does not stop the subscription longer.
+// most a second; then ordinary rows are taken for five times that before the next try: a
+// handler that runs long does not stop the subscription.
 // Without a locked_until column there is no mark, and a crash charges every row its process
 // held.
 
@@ -31,12 +32,14 @@ func (a *advisory) mayTake(free int) bool {
 		return false // a suspect runs alone
 	}
 	if a.rescuing && free < len(a.conns) {
-		if a.rt.clock.Now().Before(a.rescueBy) {
+		now := a.rt.clock.Now()
+		if now.Before(a.rescueBy) {
 			return false // waiting for the handlers, to take a lapsed row alone
 		}
-		a.rt.log.Warn("sqlqueue: rows whose takers went away wait to be taken one at a time; handlers still running after a lease",
-			"queue", a.rt.q.name)
+		a.rt.log.Warn("sqlqueue: rows whose takers went away wait to be taken one at a time; handlers still running",
+			"queue", a.rt.q.name, "waited", rescueWaitFor(a.rt.cfg.lease))
 		a.rescuing = false
+		a.rescueAt = now.Add(rescueCooldown * rescueWaitFor(a.rt.cfg.lease))
 	}
 	return true
 }
@@ -48,9 +51,9 @@ func (a *advisory) takesLapsed(allFree bool) bool {
 	if allFree && len(a.buf) == 0 {
 		return true
 	}
-	if !a.rescuing {
+	if now := a.rt.clock.Now(); !a.rescuing && !now.Before(a.rescueAt) {
 		a.rescuing = true
-		a.rescueBy = a.rt.clock.Now().Add(a.rt.cfg.lease)
+		a.rescueBy = now.Add(rescueWaitFor(a.rt.cfg.lease))
 	}
 	return false
 }

@@ -53,7 +53,8 @@
 // ordinary claim never takes a lapsed row, and a claimant looks for lapsed rows when it starts
 // and then once per half lease, with one SELECT … LIMIT 1: nothing more per claim. While
 // lapsed rows wait, the subscription takes no ordinary row until its handlers are done, for
-// at most a lease. Rows claimed but never handed to a handler when a subscription stops are
+// at most a second; then it takes ordinary rows for five times that before it tries again, so
+// a handler that runs long does not stop the subscription. Rows claimed but never handed to a handler when a subscription stops are
 // released with their attempt taken back. (Without locked_until the advisory form has no mark,
 // and a crash charges every row its process held.) The row-lock form does the same for the rows
 // of its counted claims (below): the count marks them in locked_until, every settlement clears

@@ -21,8 +21,9 @@ import (
 // The rescue costs nothing in the ordinary path: a claimant looks for lapsed rows when it
 // starts and then once per half lease (one SELECT … LIMIT 1); only when it finds one does it
 // stop claiming until its handlers are done, and rescue lapsed rows one by one until there is
-// none left. It waits for its handlers at most a lease: a handler that hangs does not stop the
-// ordinary claims for longer.
+// none left. It waits for its handlers at most a second (rescueWaitFor), then claims ordinary
+// rows for five times that before it tries again: a handler that runs long does not stop the
+// ordinary claims.
 
 // rescueDue decides, when a claimant needs rows, whether the claim takes a lapsed row: it
 // returns with l.lapsed set when it does. It may wait for the deliveries handed out to finish.
@@ -43,17 +44,19 @@ func (l *lease) rescueDue(ctx context.Context) error {
 			return err
 		}
 		l.rescuing = true
-		l.rescueBy = now.Add(rt.cfg.lease)
+		l.rescueBy = now.Add(rescueWaitFor(rt.cfg.lease))
 	}
 	// Nothing more is claimed until the deliveries handed out have finished (their
-	// settlements go with the rescue claim), for at most a lease.
+	// settlements go with the rescue claim), for at most rescueWaitFor.
 	if err := l.awaitIdle(ctx, l.rescueBy); err != nil {
 		return err
 	}
 	if l.busyCount() > 0 {
-		rt.log.Warn("sqlqueue: rows whose leases ran out wait to be taken one at a time; handlers still running after a lease",
-			"queue", rt.q.name, "running", l.busyCount())
+		rt.log.Warn("sqlqueue: rows whose leases ran out wait to be taken one at a time; handlers still running",
+			"queue", rt.q.name, "running", l.busyCount(), "waited", rescueWaitFor(rt.cfg.lease))
 		l.rescuing = false
+		// The ordinary claims go on for a while before the next try.
+		l.rescueAt = rt.clock.Now().Add(rescueCooldown * rescueWaitFor(rt.cfg.lease))
 		return nil
 	}
 	l.lapsed = true
@@ -70,8 +73,17 @@ func (l *lease) rescued(b *leaseBatch) {
 	for i := range b.ds {
 		b.ds[i].suspect = true
 	}
-	l.rescueBy = l.rt.clock.Now().Add(l.rt.cfg.lease)
+	l.rescueBy = l.rt.clock.Now().Add(rescueWaitFor(l.rt.cfg.lease))
 }
+
+// rescueCooldown is how many of its waits a claimant that gave up waiting for its handlers
+// claims ordinary rows before it tries to rescue again.
+const rescueCooldown = 5
+
+// rescueWaitFor is how long a claimant of lease length lease waits for its handlers before a
+// rescue claim: at most a second, so that a handler that runs long (or a settlement that hangs
+// on a dead connection) holds up the ordinary claims only briefly.
+func rescueWaitFor(lease time.Duration) time.Duration { return min(lease, time.Second) }
 
 // probeLapsed reports whether the queue has a row whose lease ran out without a settlement.
 func (l *lease) probeLapsed(ctx context.Context, now time.Time) (bool, error) {

@@ -19,10 +19,11 @@ import (
 // The rescue costs nothing per claim: a claimant looks for lapsed rows when it starts, after a
 // counted claim of its own failed, and then every rescueEvery (one SELECT … LIMIT 1 … SKIP
 // LOCKED, which passes over rows live claims hold). While lapsed rows wait, it claims nothing
-// until its claimed rows have finished, for at most rescueWait.
+// until its claimed rows have finished, for at most rescueWait, then claims ordinary rows for
+// five times that before it tries again.
 const (
 	rescueEvery = 2 * time.Second
-	rescueWait  = 10 * time.Second
+	rescueWait  = time.Second
 )
 
 // rescueDue decides, when the claimant needs rows, whether it takes a lapsed row (take), or
@@ -55,6 +56,9 @@ func (r *rowLock) rescueDue(ctx context.Context) (take, hold bool, err error) {
 	rt.log.Warn("sqlqueue: rows whose claims lapsed wait to be taken one at a time; claimed rows still unfinished",
 		"queue", rt.q.name, "waited", rescueWait)
 	r.rescuing = false
+	r.mu.Lock()
+	r.rescueAt = now.Add(rescueCooldown * rescueWait) // ordinary claims for a while first
+	r.mu.Unlock()
 	return false, false, nil
 }
 
