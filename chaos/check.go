@@ -100,8 +100,9 @@ type Snapshot struct {
 	// AcksUnconfirmed says that the backend reports an acknowledgement (or a reject) settled
 	// once its frame is written, and cannot confirm it (AMQP 0-9-1): a frame lost with a killed
 	// process or a cut connection never reaches the broker, which delivers the message again.
-	// A final ack or drop followed by a later attempt of the same message is then a redelivery
-	// (at-least-once: a duplicate handler run, allowed and reported), not a double settlement.
+	// A final ack, drop or dead letter followed by another delivery of the same message is then
+	// a redelivery (at-least-once: a duplicate handler run, or a dead letter published again —
+	// allowed and reported), not a double settlement.
 	AcksUnconfirmed bool
 }
 
@@ -333,21 +334,19 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 	}
 }
 
-// redelivered drops from finals the acks and drops whose frame the broker never received: those
-// followed by another start of the message, at the same attempt or a later one (it was delivered
-// again).
+// redelivered drops from finals those whose acknowledgement the broker never received: an ack,
+// a drop or a dead letter (a confirmed copy, then the original's ack) followed by another
+// delivery of the message: a handler start of the same attempt or a later one, or a settlement
+// of a later attempt (a dead letter at claim has no start).
 func redelivered(finals []Entry, entries []Entry, idx []int) []Entry {
 	var keep []Entry
 	for _, f := range finals {
-		unconfirmed := f.Outcome == FinalAck.String() || f.Outcome == FinalDrop.String()
 		again := false
-		if unconfirmed {
-			for _, i := range idx {
-				e := entries[i]
-				if e.Ev == EvStart && e.At > f.At && e.Attempt >= f.Attempt {
-					again = true
-					break
-				}
+		for _, i := range idx {
+			e := entries[i]
+			if e.At > f.At && ((e.Ev == EvStart && e.Attempt >= f.Attempt) || (e.Ev == EvSettle && e.Attempt > f.Attempt)) {
+				again = true
+				break
 			}
 		}
 		if !again {
