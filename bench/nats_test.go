@@ -129,9 +129,9 @@ func rawNATS(ackAll bool) func(ctx context.Context, stream, subject string, batc
 // (checked, not declared) fetching batches of the same size — with workers 0, as many workers
 // as the batch (the default batch is the worker count); otherwise that many workers and
 // natsjs.FetchBatch(batch) — and a handler that acknowledges.
-func settleNATS(workers int) func(ctx context.Context, stream, subject string, batch, n int) (time.Duration, error) {
+func settleNATS(workers int, extra ...natsjs.QueueOption) func(ctx context.Context, stream, subject string, batch, n int) (time.Duration, error) {
 	return func(ctx context.Context, stream, subject string, batch, n int) (time.Duration, error) {
-		opts := []natsjs.QueueOption{natsjs.Stream(stream), natsjs.Durable(stream)}
+		opts := append([]natsjs.QueueOption{natsjs.Stream(stream), natsjs.Durable(stream)}, extra...)
 		w := batch
 		if workers > 0 {
 			w = workers
@@ -212,6 +212,7 @@ func BenchmarkNATS(b *testing.B) {
 		{"raw ack-all", jetstream.AckAllPolicy, rawNATS(true)},
 		{"settle w=batch", jetstream.AckExplicitPolicy, settleNATS(0)},
 		{"settle w=8", jetstream.AckExplicitPolicy, settleNATS(8)},
+		{"settle w=8 unconfirmed", jetstream.AckExplicitPolicy, settleNATS(8, natsjs.UnconfirmedAcks())},
 	}
 	var id [4]byte
 	_, _ = rand.Read(id[:])
