@@ -108,23 +108,54 @@ type RoutesLater interface {
 // it is due, through the Broker's publishing channel: at-most-once, as that type documents
 // (a stop during the delay loses the copy; every scheduled copy and every loss is logged). The
 // original is acknowledged at once.
+//
+// A copy the broker does not take when it is due (the connection is down or cut, the queue
+// refused or could not route it) stays in the process and is tried again after a wait that
+// doubles from the Broker's CopyRetryBackoff minimum to its maximum, until the broker takes it
+// or the Broker closes: its original is already acknowledged, so giving the copy up while the
+// process runs would lose the message.
 type inProcessDelay struct {
 	b      *Broker
 	policy PublishPolicy
 }
 
 func (p inProcessDelay) park(_ context.Context, c *consumer, s *session, d core.Delivery, v core.Verdict, settled core.Settled) {
-	queue := c.cfg.name
 	copy := copyOf(&base(d).raw, d.Attempt())
-	p.b.delays.Schedule(queue, d, v.Delay, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := p.b.publish(ctx, "", queue, copy, p.policy == Confirmed); err != nil {
-			p.b.copies.count(err)
-			c.report(core.Event{Kind: core.EventCopyRefused, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
-			c.log.Error("amqp: delayed copy lost: publishing it back failed",
-				"message_id", d.ID(), "attempt", d.Attempt(), "error", err)
-		}
-	})
+	p.b.delays.Schedule(c.cfg.name, d, v.Delay, p.release(c, d, copy, 0))
 	s.acks.ack(base(d).raw.DeliveryTag, d, v, settled)
+}
+
+// release returns the function that publishes copy back to its queue; failed is how many times
+// it has failed before.
+func (p inProcessDelay) release(c *consumer, d core.Delivery, copy amqp091.Publishing, failed int) func() {
+	return func() {
+		queue := c.cfg.name
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := p.b.publish(ctx, "", queue, copy, p.policy == Confirmed)
+		cancel()
+		if err == nil {
+			return
+		}
+		p.b.copies.count(err)
+		c.report(core.Event{Kind: core.EventCopyRefused, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
+		if errors.Is(err, core.ErrClosed) {
+			c.log.Error("amqp: delayed copy lost: publishing it back failed and the broker is closed",
+				"queue", queue, "message_id", d.ID(), "attempt", d.Attempt(), "error", err)
+			return
+		}
+		wait := copyRetryWait(p.b.copyBackoff, failed)
+		c.log.Error("amqp: delayed copy not published back; it stays in the process and is tried again",
+			"queue", queue, "message_id", d.ID(), "attempt", d.Attempt(), "failures", failed+1, "retry_in", wait, "error", err)
+		p.b.delays.Schedule(queue, d, wait, p.release(c, d, copy, failed+1))
+	}
+}
+
+// copyRetryWait is the wait after the n+1st consecutive failure of one copy: bounds[0] doubled
+// n times, at most bounds[1].
+func copyRetryWait(bounds [2]time.Duration, n int) time.Duration {
+	w := bounds[0]
+	for i := 0; i < n && w < bounds[1]; i++ {
+		w *= 2
+	}
+	return min(w, bounds[1])
 }

@@ -108,7 +108,9 @@
 //
 // Without a delay backend a RetryAfter copy waits in the process (core.InProcessDelay):
 // at-most-once, and lost if the service stops during the delay; a subscription that starts
-// says so in its log. DLXTTL (DLXTTLNamed) parks the copy in a waiting queue with a
+// says so in its log. A copy the broker does not take when it is due (the connection is down,
+// the queue refuses or cannot route it) stays in the process and is tried again after the
+// Broker's CopyRetryBackoff, doubling, until the broker takes it or the Broker closes. DLXTTL (DLXTTLNamed) parks the copy in a waiting queue with a
 // per-message expiration; amqpdme parks it in a delayed-message exchange.
 //
 // # At-least-once broker dead-lettering
