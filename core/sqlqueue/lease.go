@@ -42,16 +42,15 @@ type lease struct {
 	claimBuf []Claimed
 	out      outage // while the database does not answer
 	// the rescue of lapsed claims (lease_rescue.go), used by Next only
-	rescuing bool      // taking lapsed rows, one at a time, until there is none
-	lapsed   bool      // this cycle's claim takes a lapsed row
-	rescueAt time.Time // when to look for lapsed rows again
-	rescueBy time.Time // how long to wait for the handlers before a rescue claim
-	idle     chan struct{}
+	rescuing bool       // taking lapsed rows, one at a time, until there is none
+	lapsed   bool       // this cycle's claim takes a lapsed row
+	rescueAt time.Time  // when to look for lapsed rows again
+	rescueBy time.Time  // how long to wait for the handlers before a rescue claim
+	busy     unfinished // claimed, not yet finished
 
 	mu          sync.Mutex
 	batches     []*leaseBatch
 	outstanding int // claimed, not yet settled
-	busy        int // claimed, not yet finished
 
 	qmu    sync.Mutex
 	queue  []item
@@ -77,7 +76,8 @@ type item struct {
 }
 
 func newLease(rt *runtime) *lease {
-	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{}), idle: make(chan struct{}, 1)}
+	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{})}
+	l.busy.idle = make(chan struct{}, 1)
 	if pl, ok := rt.db.(Pipeliner); ok && rt.cfg.events[EventClaim] == nil {
 		if sc, ok := rt.claim.(*stmtClaim); ok {
 			l.pipe, l.pipeClaim = pl, sc
@@ -179,8 +179,8 @@ func (l *lease) track(rows []Claimed, token time.Time) *leaseBatch {
 	l.mu.Lock()
 	l.batches = append(l.batches, b)
 	l.outstanding += len(b.ds)
-	l.busy += len(b.ds)
 	l.mu.Unlock()
+	l.busy.add(len(b.ds))
 	return b
 }
 
@@ -189,7 +189,7 @@ func (l *lease) track(rows []Claimed, token time.Time) *leaseBatch {
 func (l *lease) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, settled core.Settled) {
 	d := cd.(*delivery)
 	rt := l.rt
-	l.unbusy(1)
+	l.busy.done(1)
 	v = rt.effective(d, v)
 	// From here on the extender leaves the delivery alone: its settlement fences with the
 	// token it has now. (An extension in flight finishes first: it holds d.mu.)
@@ -309,7 +309,7 @@ func (l *lease) giveBack() error {
 	if len(rest) == 0 {
 		return nil
 	}
-	l.unbusy(len(rest))
+	l.busy.done(len(rest))
 	items := make([]item, len(rest))
 	for i, d := range rest {
 		d.mu.Lock()

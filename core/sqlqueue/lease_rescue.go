@@ -2,6 +2,7 @@ package sqlqueue
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,9 +52,9 @@ func (l *lease) rescueDue(ctx context.Context) error {
 	if err := l.awaitIdle(ctx, l.rescueBy); err != nil {
 		return err
 	}
-	if l.busyCount() > 0 {
+	if l.busy.count() > 0 {
 		rt.log.Warn("sqlqueue: rows whose leases ran out wait to be taken one at a time; handlers still running",
-			"queue", rt.q.name, "running", l.busyCount(), "waited", rescueWaitFor(rt.cfg.lease))
+			"queue", rt.q.name, "running", l.busy.count(), "waited", rescueWaitFor(rt.cfg.lease))
 		l.rescuing = false
 		// The ordinary claims go on for a while before the next try.
 		l.rescueAt = rt.clock.Now().Add(rescueCooldown * rescueWaitFor(rt.cfg.lease))
@@ -87,8 +88,13 @@ func rescueWaitFor(lease time.Duration) time.Duration { return min(lease, time.S
 
 // probeLapsed reports whether the queue has a row whose lease ran out without a settlement.
 func (l *lease) probeLapsed(ctx context.Context, now time.Time) (bool, error) {
-	rt := l.rt
-	rows, err := rt.db.Query(ctx, rt.lapsedProbe, rt.lapsedProbeB.bind(ClaimParams{Now: now, Group: rt.q.group}, nil)...)
+	return l.rt.probe(ctx, l.rt.lapsedProbe, l.rt.lapsedProbeB, ClaimParams{Now: now, Group: l.rt.q.group})
+}
+
+// probe reports whether query, a look for lapsed rows bound by b, finds one (lease and row
+// lock).
+func (rt *runtime) probe(ctx context.Context, query string, b *binder, p ClaimParams) (bool, error) {
+	rows, err := rt.db.Query(ctx, query, b.bind(p, nil)...)
 	if err != nil {
 		return false, err
 	}
@@ -97,30 +103,30 @@ func (l *lease) probeLapsed(ctx context.Context, now time.Time) (bool, error) {
 	return found, rows.Err()
 }
 
-// busyCount is how many claimed deliveries have not finished.
-func (l *lease) busyCount() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.busy
+// unfinished counts a claimant's claimed deliveries that have not finished (lease and row
+// lock): a rescue of lapsed rows waits until none is left. One atomic add on the Finish path.
+type unfinished struct {
+	n    atomic.Int64
+	idle chan struct{} // signalled, without blocking, when the count falls to zero
 }
 
-// unbusy counts n claimed deliveries finished.
-func (l *lease) unbusy(n int) {
-	l.mu.Lock()
-	l.busy -= n
-	idle := l.busy == 0
-	l.mu.Unlock()
-	if idle {
+func (u *unfinished) add(n int) { u.n.Add(int64(n)) }
+
+// done counts n of them finished.
+func (u *unfinished) done(n int) {
+	if n > 0 && u.n.Add(-int64(n)) == 0 {
 		select {
-		case l.idle <- struct{}{}:
+		case u.idle <- struct{}{}:
 		default:
 		}
 	}
 }
 
+func (u *unfinished) count() int { return int(u.n.Load()) }
+
 // awaitIdle waits until every claimed delivery has finished, or until by on the clock.
 func (l *lease) awaitIdle(ctx context.Context, by time.Time) error {
-	for l.busyCount() > 0 {
+	for l.busy.count() > 0 {
 		wait := by.Sub(l.rt.clock.Now())
 		if wait <= 0 {
 			return nil
@@ -130,7 +136,7 @@ func (l *lease) awaitIdle(ctx context.Context, by time.Time) error {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
-		case <-l.idle:
+		case <-l.busy.idle:
 		case <-t.C():
 		}
 		t.Stop()

@@ -35,7 +35,7 @@ type rowLock struct {
 	rescueBy time.Time
 
 	mu       sync.Mutex
-	busy     int        // claimed rows not yet finished
+	busy     unfinished // claimed rows not yet finished; wakes ready when none is left
 	rescueAt time.Time  // when to look for lapsed rows again
 	batches  []*rlBatch // batches with rows not yet handed out
 	stopping bool       // the subscription stopped pulling: no row is handed out any more
@@ -59,6 +59,7 @@ type rlBatch struct {
 func newRowLock(rt *runtime) *rowLock {
 	g, ok := rt.d.(GroupedRowLock)
 	r := &rowLock{rt: rt, group: ok && g.GroupRowLockSettlements(), ready: make(chan struct{}, 1)}
+	r.busy.idle = r.ready
 	r.size.Store(1)
 	return r
 }
@@ -150,7 +151,7 @@ func (r *rowLock) giveBack(bs []*rlBatch) {
 		b.next = len(b.ds)
 		last := b.left == 0
 		b.mu.Unlock()
-		r.unbusy(unhanded) // after b.mu: handOut takes r.mu, then a batch's mu
+		r.busy.done(unhanded)
 		if last {
 			r.commit(ctx, b)
 		}
@@ -199,7 +200,7 @@ func (r *rowLock) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, 
 	b.busy = false
 	last := b.left == 0
 	b.mu.Unlock()
-	r.unbusy(1) // after b.mu: handOut takes r.mu, then a batch's mu
+	r.busy.done(1)
 	if last {
 		r.commit(ctx, b)
 	} else if rt.cfg.transactional {

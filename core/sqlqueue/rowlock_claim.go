@@ -83,8 +83,8 @@ func (r *rowLock) claim(ctx context.Context) (int, error) {
 	if lapsed {
 		r.rescued(true)
 	}
+	r.busy.add(len(b.ds))
 	r.mu.Lock()
-	r.busy += len(b.ds)
 	if r.stopping { // stopped while claiming: hand nothing out
 		r.mu.Unlock()
 		r.giveBack([]*rlBatch{b})

@@ -47,7 +47,7 @@ func (r *rowLock) rescueDue(ctx context.Context) (take, hold bool, err error) {
 		}
 		r.rescuing, r.rescueBy = true, now.Add(rescueWait)
 	}
-	if r.busyCount() == 0 {
+	if r.busy.count() == 0 {
 		return true, false, nil
 	}
 	if now.Before(r.rescueBy) {
@@ -80,33 +80,5 @@ func (r *rowLock) lapsedNow() {
 
 // probeLapsed reports whether the queue has a lapsed row no claim holds.
 func (r *rowLock) probeLapsed(ctx context.Context, now time.Time) (bool, error) {
-	rt := r.rt
-	rows, err := rt.db.Query(ctx, rt.st.lapsedSel, rt.st.lapsedB.bind(ClaimParams{Now: now, Limit: 1, Group: rt.q.group}, nil)...)
-	if err != nil {
-		return false, err
-	}
-	found := rows.Next()
-	rows.Close()
-	return found, rows.Err()
-}
-
-func (r *rowLock) busyCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.busy
-}
-
-// unbusy counts n claimed rows finished; the claimant waiting to rescue is woken when none is
-// left.
-func (r *rowLock) unbusy(n int) {
-	r.mu.Lock()
-	r.busy -= n
-	idle := r.busy == 0
-	r.mu.Unlock()
-	if idle && n > 0 {
-		select {
-		case r.ready <- struct{}{}:
-		default:
-		}
-	}
+	return r.rt.probe(ctx, r.rt.st.lapsedSel, r.rt.st.lapsedB, ClaimParams{Now: now, Limit: 1, Group: r.rt.q.group})
 }
