@@ -306,17 +306,24 @@ func (c *consumer) wrap(s *session, m amqp091.Delivery) core.Delivery {
 			c.log.Warn("amqp: x-delivery-count header out of range; read within [0, core.MaxCount]",
 				"message_id", m.MessageId, "value", fmt.Sprintf("%v", m.Headers["x-delivery-count"]), "read_as", dc, "error", err)
 		}
-		// Suspect: returned more often than this consumer returned it itself.
-		own, ok := c.returned.take(m.MessageId)
-		suspect := dc > 0 && (!ok || dc > own)
+		// Suspect: returned more often than this consumer returned it itself. A first delivery
+		// cannot be one of its returns: the map is only read for a redelivery.
+		suspect := false
+		if dc > 0 {
+			own, ok := c.returned.take(m.MessageId)
+			suspect = !ok || dc > own
+		}
 		return &QuorumDelivery{Delivery: Delivery{s: s, raw: m, attempt: attemptOf(n, dc), suspect: suspect}, count: dc}
 	}
 	returns := 0
 	if m.Redelivered {
 		returns = 1
 	}
-	_, own := c.returned.take(m.MessageId)
-	suspect := m.Redelivered && !own
+	suspect := false
+	if m.Redelivered {
+		_, own := c.returned.take(m.MessageId)
+		suspect = !own
+	}
 	return &Delivery{s: s, raw: m, attempt: attemptOf(n, returns), suspect: suspect}
 }
 

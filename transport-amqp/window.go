@@ -3,6 +3,7 @@ package amqp
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rabbitmq/amqp091-go"
 )
@@ -40,7 +41,7 @@ import (
 // (the pull goroutine) opens the window.
 type window struct {
 	mu      sync.Mutex
-	full    bool // the full window is open
+	full    atomic.Bool // the full window is open; set under mu, read on the ack path without it
 	tag     string
 	stopped bool // the consumer was cancelled for good (stopping or closing)
 }
@@ -48,10 +49,7 @@ type window struct {
 // flushAt is how many batched acknowledgements make a frame: one under the window of one (the
 // next delivery waits for it), a batch's worth after.
 func (s *session) flushAt() int {
-	s.win.mu.Lock()
-	full := s.win.full
-	s.win.mu.Unlock()
-	if !full {
+	if !s.win.full.Load() {
 		return 1
 	}
 	return s.c.batch
@@ -78,10 +76,10 @@ func (s *session) open() (<-chan amqp091.Delivery, error) {
 	w := &s.win
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.full || w.stopped {
+	if w.full.Load() || w.stopped {
 		return nil, nil
 	}
-	w.full = true
+	w.full.Store(true)
 	if err := s.ch.Cancel(w.tag, false); err != nil {
 		return nil, err
 	}
