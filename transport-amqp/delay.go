@@ -8,6 +8,7 @@ import (
 
 	"github.com/rabbitmq/amqp091-go"
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
 )
 
 // Delay is where the copy of a RetryAfter waits on the server until it is due back on its
@@ -121,13 +122,13 @@ type inProcessDelay struct {
 
 func (p inProcessDelay) park(_ context.Context, c *consumer, s *session, d core.Delivery, v core.Verdict, settled core.Settled) {
 	copy := copyOf(&base(d).raw, d.Attempt())
-	p.b.delays.Schedule(c.cfg.name, d, v.Delay, p.release(c, d, copy, 0))
+	p.b.delays.Schedule(c.cfg.name, d, v.Delay, p.release(c, d, copy, 0, 0))
 	s.acks.ack(base(d).raw.DeliveryTag, d, v, settled)
 }
 
 // release returns the function that publishes copy back to its queue; failed is how many times
-// it has failed before.
-func (p inProcessDelay) release(c *consumer, d core.Delivery, copy amqp091.Publishing, failed int) func() {
+// it has failed before, waited the wait before this try (0 on the first).
+func (p inProcessDelay) release(c *consumer, d core.Delivery, copy amqp091.Publishing, failed int, waited time.Duration) func() {
 	return func() {
 		queue := c.cfg.name
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -143,19 +144,9 @@ func (p inProcessDelay) release(c *consumer, d core.Delivery, copy amqp091.Publi
 				"queue", queue, "message_id", d.ID(), "attempt", d.Attempt(), "error", err)
 			return
 		}
-		wait := copyRetryWait(p.b.copyBackoff, failed)
+		wait := clock.Backoff(waited, p.b.copyBackoff[0], p.b.copyBackoff[1])
 		c.log.Error("amqp: delayed copy not published back; it stays in the process and is tried again",
 			"queue", queue, "message_id", d.ID(), "attempt", d.Attempt(), "failures", failed+1, "retry_in", wait, "error", err)
-		p.b.delays.Schedule(queue, d, wait, p.release(c, d, copy, failed+1))
+		p.b.delays.Schedule(queue, d, wait, p.release(c, d, copy, failed+1, wait))
 	}
-}
-
-// copyRetryWait is the wait after the n+1st consecutive failure of one copy: bounds[0] doubled
-// n times, at most bounds[1].
-func copyRetryWait(bounds [2]time.Duration, n int) time.Duration {
-	w := bounds[0]
-	for i := 0; i < n && w < bounds[1]; i++ {
-		w *= 2
-	}
-	return min(w, bounds[1])
 }
