@@ -113,14 +113,18 @@ const trialCap = 3
 
 // trialHandler handles a trial message by its mix.
 func trialHandler(work time.Duration) func(context.Context, *core.Message[string]) error {
-	return func(_ context.Context, m *core.Message[string]) error {
+	return func(ctx context.Context, m *core.Message[string]) error {
 		id, err := strconv.Atoi(m.Payload)
 		if err != nil {
 			return core.Drop()
 		}
 		// The handler's work: the drain takes long enough that the broker goes down in the
-		// middle of it.
-		time.Sleep(work)
+		// middle of it. A handler cancelled meanwhile gives its delivery up.
+		select {
+		case <-time.After(work):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		first := m.Headers()[amqp.RetryCountHeader] == "" && m.Attempt() == 1
 		switch trialMix(id) {
 		case "retry":

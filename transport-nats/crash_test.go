@@ -48,9 +48,13 @@ func crashChild() int {
 		fmt.Println(err)
 		return 1
 	}
-	h := func(_ context.Context, m *core.Message[string]) error {
+	h := func(ctx context.Context, m *core.Message[string]) error {
 		if m.Payload != "poison" {
-			time.Sleep(300 * time.Millisecond) // a handler's work: the poison crashes meanwhile
+			select { // a handler's work: the poison crashes meanwhile
+			case <-time.After(300 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 			fmt.Printf("neighbour %s attempt %d: ack\n", m.Payload, m.Attempt())
 			return nil
 		}
