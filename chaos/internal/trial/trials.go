@@ -171,7 +171,13 @@ func cats(c ...chaos.Category) []chaos.Category { return c }
 // lost batches and crash loops are fixed by its counted claims' marks; recovery after a server
 // restart is within the bound.
 
-func markKill(b, f string) *Mark { return nil }
+func markKill(b, f string) *Mark {
+	if b == "mariadb" && f == "rowlock" {
+		return &Mark{Issue: 14, Intermittent: true, Cats: cats(chaos.Stall),
+			Reason: "the MariaDB row-lock 30 s stall of compete/mariadb/rowlock (claims wait out the statement timeout, cause not found) also shows in the kill loop: a 30.05 s stretch without a settlement in one CI run at a66f29e"}
+	}
+	return nil
+}
 
 // chargedOnce is what remains of the crash-neighbour defect (issue 14): a row claimed beside a
 // crash and never handed to a handler is still charged the attempt its claim counted — once,
@@ -210,7 +216,13 @@ func markTerminate(b, f string) *Mark { return nil }
 
 func markRestart(b, f string) *Mark { return nil }
 
-func markLockedRow(b string) *Mark { return nil }
+func markLockedRow(b string) *Mark {
+	if b == "mariadb" {
+		return &Mark{Issue: 14, Intermittent: true, Cats: cats(chaos.Stall),
+			Reason: "the lease form still stalls a little past the 3 s bound while another connection holds a claimed row on MariaDB (3.26 s in one CI run at a66f29e, 3.1 s before 21e1ec5): a statement waiting on the held row is not yet cut short enough"}
+	}
+	return nil
+}
 
 func markCompete(b, f string) *Mark {
 	if b == "mariadb" && f == "rowlock" {
