@@ -53,7 +53,15 @@
 // the optimizer answers "DELETE … WHERE id IN (…)" with a scan that locks every row it reads.
 // The dialect therefore sends the engine's grouped settlements with FORCE INDEX (PRIMARY), and
 // checks at start-up that id is the table's primary key and that locked_until and retry_after
-// keep microseconds (DATETIME(6) or TIMESTAMP(6)); TableDDL writes such a table. A claim
+// keep microseconds (DATETIME(6) or TIMESTAMP(6)); TableDDL writes such a table.
+//
+// Every claim of a table reads it through one index, pinned with FORCE INDEX: the index whose
+// first columns are the group and processed_at columns (TableDDL's table_ready), or the primary
+// key when the table has neither or no such index (a warning then names the index to create).
+// InnoDB locks the index entry of each row a locking read reaches through a secondary index, and
+// a SELECT … FOR UPDATE SKIP LOCKED that then skips the row keeps that lock; a claim holding the
+// row by its primary key alone would wait for it when it settles the row. On one index, a claim
+// that meets an entry another claim holds skips it without locking anything. A claim
 // that InnoDB picks as a deadlock victim (1213) or that waits too long for a lock (1205) is run
 // again in a fresh transaction inside the dialect (IsTransient), after the settlement statements
 // that preceded it in the same transaction are replayed and found to match the same rows; when

@@ -152,7 +152,7 @@ func UpdateReturningClaim(s *Schema, lockSuffix string) Claim {
 		att = s.Attempt
 	}
 	where := s.ready(FormLease, b)
-	sql := "UPDATE " + s.QTable + " SET " + set + " WHERE " + s.ID + " IN (SELECT " + s.ID + " FROM " + s.QTable +
+	sql := "UPDATE " + s.QTable + " SET " + set + " WHERE " + s.ID + " IN (SELECT " + s.ID + " FROM " + s.ClaimFrom() +
 		" WHERE " + where + " ORDER BY " + s.ID + " LIMIT " + b.ph(slotLimit) + lockSuffix + ") RETURNING " + s.returned(att)
 	return &stmtClaim{sql: sql, b: b, sortByID: true}
 }
@@ -174,7 +174,7 @@ func selectReady(s *Schema, f Form, lockSuffix string) (string, *binder) {
 		att = s.Attempt + " + 1"
 	}
 	where := s.ready(f, b)
-	return "SELECT " + s.returned(att) + " FROM " + s.QTable + " WHERE " + where + " ORDER BY " + s.ID +
+	return "SELECT " + s.returned(att) + " FROM " + s.ClaimFrom() + " WHERE " + where + " ORDER BY " + s.ID +
 		" LIMIT " + b.ph(slotLimit) + lockSuffix, b
 }
 

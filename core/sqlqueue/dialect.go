@@ -451,6 +451,24 @@ func deleteByIDs(d Dialect, qtable string) string {
 	return "DELETE FROM " + qtable
 }
 
+// ClaimIndex is an optional interface of a RowLocking dialect whose database locks the index
+// entries a locking read passes through as well as the rows it returns, and keeps them (InnoDB:
+// a SELECT … FOR UPDATE SKIP LOCKED that reaches a row through a secondary index locks the
+// row's entry there, and when it then skips the row, held by another transaction, it keeps
+// that lock). A claim that reached its rows by the primary key (the row-lock form locks the rows
+// it counted again by id) would then wait, when it settles them, for every claim that passed
+// over them through the ready index; and a claim transaction stays open while its handlers
+// run. So the engine has every claim of a table reach its rows through one index, the one
+// ClaimIndexHint names.
+type ClaimIndex interface {
+	// ClaimIndexHint returns what follows the quoted table in the claims' locking SELECTs
+	// (Schema.ClaimHint): the index whose first columns are leading, the unquoted columns
+	// every claim compares with a constant (group, processed_at; none when the table has
+	// neither), or the primary key when leading is empty or no index starts with them. It is
+	// asked once per subscription, when it starts.
+	ClaimIndexHint(ctx context.Context, q Queryer, t TableRef, leading []string) (string, error)
+}
+
 // ConnLoss is an optional interface of a Dialect that tells a lost or refused connection (the
 // server restarted, the network dropped, the server is not accepting connections yet) from
 // other errors. On such an error a claim does not fail the subscription's Next (which would

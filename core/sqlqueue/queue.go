@@ -179,6 +179,21 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 			rt.count = countRamp
 		}
 	}
+	if ci, ok := q.d.(ClaimIndex); ok && q.form != FormAdvisory && rt.rowLocks != nil {
+		var leading []string
+		for _, c := range []string{q.schema.Table.Columns.Group, q.schema.Table.Columns.ProcessedAt} {
+			if c != "" {
+				leading = append(leading, c)
+			}
+		}
+		hint, err := ci.ClaimIndexHint(ctx, q.db, q.schema.Table.Ref(), leading)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sqlqueue: queue %q: choosing the index of table %s its claims read: %w", q.name, rt.table, err)
+		}
+		s := *q.schema
+		s.ClaimHint = hint
+		rt.s = &s
+	}
 	rt.keys = rt.table
 	if ti, ok := q.d.(TableIdentity); ok && q.form == FormAdvisory {
 		ref, err := ti.CanonicalTable(ctx, q.db, q.schema.Table.Ref())

@@ -75,7 +75,7 @@ func (rt *runtime) render() error {
 		if rt.rowLocks != nil {
 			lock = rt.rowLocks.LockClause(true)
 		}
-		rt.lapsedProbe = "SELECT " + s.ID + " FROM " + s.QTable + " WHERE " + lapsed.ready(FormLease, b) + " ORDER BY " + s.ID + " LIMIT 1" + lock
+		rt.lapsedProbe = "SELECT " + s.ID + " FROM " + s.ClaimFrom() + " WHERE " + lapsed.ready(FormLease, b) + " ORDER BY " + s.ID + " LIMIT 1" + lock
 		rt.lapsedProbeB = b
 	case f == FormRowLock:
 		c, err := rt.q.rowLock.RowLockClaim(s)
@@ -233,7 +233,7 @@ func (rt *runtime) renderStatements(counted bool) statements {
 	if rt.count != countNever {
 		lock := rt.rowLocks.LockClause(true)
 		b := &binder{d: d}
-		st.countSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.QTable + " WHERE " + s.ready(FormRowLock, b) +
+		st.countSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.ClaimFrom() + " WHERE " + s.ready(FormRowLock, b) +
 			" ORDER BY " + s.ID + " LIMIT " + b.ph(slotLimit) + lock
 		st.countB = b
 		// relock takes the rows count just counted (and marked): not by their mark.
@@ -244,7 +244,7 @@ func (rt *runtime) renderStatements(counted bool) statements {
 			lapsed := *s
 			lapsed.Lapsed = true
 			lb := &binder{d: d}
-			st.lapsedSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.QTable + " WHERE " + lapsed.ready(FormRowLock, lb) +
+			st.lapsedSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.ClaimFrom() + " WHERE " + lapsed.ready(FormRowLock, lb) +
 				" ORDER BY " + s.ID + " LIMIT " + lb.ph(slotLimit) + lock
 			st.lapsedB = lb
 			st.untakeIDs = newInList(d, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" - 1, "+s.LockedUntil+" = NULL WHERE "+s.ID+" IN (", ")", 1)
@@ -252,7 +252,7 @@ func (rt *runtime) renderStatements(counted bool) statements {
 			st.countUpd = newInList(d, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" + 1 WHERE "+s.ID+" IN (", ")", 1)
 		}
 		rb := &binder{d: d}
-		st.relock = newInList(d, "SELECT "+s.returned(s.Attempt)+" FROM "+s.QTable+" WHERE "+unmarked.ready(FormRowLock, rb)+
+		st.relock = newInList(d, "SELECT "+s.returned(s.Attempt)+" FROM "+s.ClaimFrom()+" WHERE "+unmarked.ready(FormRowLock, rb)+
 			" AND "+s.ID+" IN (", ") ORDER BY "+s.ID+lock, len(rb.slots)+1)
 		st.relockB = rb
 	}

@@ -211,6 +211,10 @@ type Schema struct {
 	QTable string
 	// Quoted column names; "" when the column is absent.
 	ID, Payload, Group, Attempt, RetryAfter, LockedUntil, ProcessedAt, Headers, CreatedAt, LastError string
+	// ClaimHint follows QTable in the claims' locking SELECTs (" FORCE INDEX (…)"): the engine
+	// sets it from a ClaimIndex dialect when a subscription starts, so that every claim of the
+	// table reaches its rows through one index. "" for other dialects.
+	ClaimHint string
 	// Lapsed is set on the schema of a rescue claim: a ready row is then one whose claim
 	// lapsed without a settlement (lease form: locked_until set and past; row lock: the mark a
 	// counted claim set), where otherwise it is one no claim holds or marks (locked_until
@@ -219,6 +223,10 @@ type Schema struct {
 	// must too (it is called once with Lapsed, for the rescue).
 	Lapsed bool
 }
+
+// ClaimFrom is the table as the claims' locking SELECTs name it: QTable and ClaimHint. A
+// dialect that spells its own claim puts it after FROM.
+func (s *Schema) ClaimFrom() string { return s.QTable + s.ClaimHint }
 
 // NewSchema validates t and quotes its names with d.
 func NewSchema(d Dialect, t Table) (*Schema, error) {
