@@ -26,8 +26,8 @@ import (
 
 // BenchmarkSQLite drains a SQLite queue table through both SQLite dialects side by side:
 // dialect-sqlite (mattn/go-sqlite3, C) and dialect-sqlite-purego (modernc.org/sqlite, pure Go),
-// each with 1 and 8 workers, with the defaults (synchronous=FULL, the default claim size: 10
-// rows per worker) and tuned (synchronous=NORMAL, claims of 200 rows). Every drain is the lease
+// each with 1 and 8 workers, with the defaults (synchronous=FULL, the default claim size: from
+// 10 rows per worker, sized by the engine) and tuned (synchronous=NORMAL, claims of 200 rows). Every drain is the lease
 // form, ack deleting the row, on a fresh file seeded with N rows. The contenders run in
 // interleaved rounds (each round in another order), and the table gives each one's median with
 // the range of its rounds, and the purego÷cgo ratio of each configuration: the median of the
@@ -73,7 +73,7 @@ func BenchmarkSQLite(b *testing.B) {
 	fmt.Fprintln(&out, "| configuration | dialect-sqlite msgs/s (min–max) | dialect-sqlite-purego msgs/s (min–max) | purego÷cgo (min–max) | allocs/msg cgo / purego |")
 	fmt.Fprintln(&out, "| --- | ---: | ---: | ---: | ---: |")
 	for _, c := range configs {
-		name := fmt.Sprintf("%d worker(s), defaults (FULL, claims of %d)", c.workers, min(10*c.workers, 100))
+		name := fmt.Sprintf("%d worker(s), defaults (FULL, claims from %d, sized by the engine)", c.workers, min(10*c.workers, 100))
 		if c.tuned {
 			name = fmt.Sprintf("%d worker(s), tuned (NORMAL, claims of 200)", c.workers)
 		}
@@ -158,6 +158,15 @@ func (pureSQLite) open(ctx context.Context, path string, normal bool) (sqliteBen
 // drainSQLite seeds a fresh file with n rows and drains them through an App with one lease
 // subscription; it returns msgs/s and allocations per message of the whole process.
 func drainSQLite(b *testing.B, d sqliteBenchDialect, n, workers int, tuned bool) (float64, float64) {
+	var opts []core.Option
+	if tuned {
+		opts = append(opts, sqlqueue.BatchSize(200))
+	}
+	return drainSQLiteOpts(b, d, n, workers, tuned, opts...)
+}
+
+// drainSQLiteOpts is drainSQLite with the subscription's options besides Workers.
+func drainSQLiteOpts(b *testing.B, d sqliteBenchDialect, n, workers int, tuned bool, extra ...core.Option) (float64, float64) {
 	b.Helper()
 	ctx := context.Background()
 	db, err := d.open(ctx, filepath.Join(b.TempDir(), "bench.db"), tuned)
@@ -169,23 +178,7 @@ func drainSQLite(b *testing.B, d sqliteBenchDialect, n, workers int, tuned bool)
 	if err := db.create(ctx, t); err != nil {
 		b.Fatal(err)
 	}
-	tx, err := db.pool.Begin()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ins, err := tx.Prepare(`INSERT INTO "q" ("payload", "grp", "attempt", "created_at") VALUES (?, 'q', 0, ?)`)
-	if err != nil {
-		b.Fatal(err)
-	}
-	payload, now := []byte(`{"card":"4242","cents":100}`), db.dialect.Time(time.Now())
-	for range n {
-		if _, err := ins.Exec(payload, now); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		b.Fatal(err)
-	}
+	seedSQLite(b, db, n)
 
 	var settled atomic.Int64
 	done := make(chan struct{})
@@ -202,10 +195,7 @@ func drainSQLite(b *testing.B, d sqliteBenchDialect, n, workers int, tuned bool)
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := []core.Option{core.WithCodec(core.Raw), core.Workers(workers)}
-	if tuned {
-		opts = append(opts, sqlqueue.BatchSize(200))
-	}
+	opts := append([]core.Option{core.WithCodec(core.Raw), core.Workers(workers)}, extra...)
 	if err := core.Subscribe(app, ep, func(context.Context, *core.Message[[]byte]) error { return nil }, opts...); err != nil {
 		b.Fatal(err)
 	}
@@ -228,4 +218,26 @@ func drainSQLite(b *testing.B, d sqliteBenchDialect, n, workers int, tuned bool)
 		b.Fatal(err)
 	}
 	return float64(n) / took.Seconds(), float64(after.Mallocs-before.Mallocs) / float64(n)
+}
+
+// seedSQLite inserts n ready rows into the queue table q in one transaction.
+func seedSQLite(b *testing.B, db sqliteBenchDB, n int) {
+	b.Helper()
+	tx, err := db.pool.Begin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ins, err := tx.Prepare(`INSERT INTO "q" ("payload", "grp", "attempt", "created_at") VALUES (?, 'q', 0, ?)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload, now := []byte(`{"card":"4242","cents":100}`), db.dialect.Time(time.Now())
+	for range n {
+		if _, err := ins.Exec(payload, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/settlehq/settle/core"
@@ -47,6 +48,10 @@ type lease struct {
 	rescueAt time.Time  // when to look for lapsed rows again
 	rescueBy time.Time  // how long to wait for the handlers before a rescue claim
 	busy     unfinished // claimed, not yet finished
+	// the automatic claim size (no BatchSize; lease_claim.go's adapt): size is read by the
+	// settler too, lastClaim by Next only
+	size      atomic.Int32
+	lastClaim time.Time
 
 	mu          sync.Mutex
 	batches     []*leaseBatch
@@ -78,6 +83,7 @@ type item struct {
 func newLease(rt *runtime) *lease {
 	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{})}
 	l.busy.idle = make(chan struct{}, 1)
+	l.size.Store(int32(rt.cfg.batch))
 	if pl, ok := rt.db.(Pipeliner); ok && rt.cfg.events[EventClaim] == nil {
 		if sc, ok := rt.claim.(*stmtClaim); ok {
 			l.pipe, l.pipeClaim = pl, sc
@@ -166,8 +172,10 @@ func (l *lease) cycle(ctx context.Context) (*leaseBatch, error) {
 }
 
 // track makes the deliveries of claimed rows and keeps them for extension; nil for no rows.
-func (l *lease) track(rows []Claimed, token time.Time) *leaseBatch {
+func (l *lease) track(rows []Claimed, p ClaimParams) *leaseBatch {
+	token := p.Token
 	l.claimBuf = rows[:0]
+	l.adapt(len(rows), p.Limit, p.Now)
 	if len(rows) == 0 {
 		return nil
 	}

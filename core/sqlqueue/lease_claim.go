@@ -49,7 +49,7 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 		return nil, err
 	}
 	l.report(items, lost, nil)
-	return l.track(rows, p.Token), nil
+	return l.track(rows, p), nil
 }
 
 // pipelined settles items and claims the next batch through the DB's Pipeliner: one round
@@ -80,7 +80,7 @@ func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, ok 
 	err = l.pipe.Pipeline(ctx, steps)
 	if err == nil {
 		l.report(items, nil, nil)
-		return l.track(rows, p.Token), true, nil
+		return l.track(rows, p), true, nil
 	}
 	if !errors.Is(err, ErrRowCount) {
 		rt.log.Warn("sqlqueue: a pipelined settle-and-claim failed; settling its deliveries on their own",
@@ -107,7 +107,7 @@ func (l *lease) claim(ctx context.Context) (*leaseBatch, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return nil, err
 	}
-	return l.track(rows, p.Token), nil
+	return l.track(rows, p), nil
 }
 
 // params are the values of a claim at now: a fresh token a lease ahead; one row when the
@@ -115,6 +115,9 @@ func (l *lease) claim(ctx context.Context) (*leaseBatch, error) {
 func (l *lease) params(now time.Time) ClaimParams {
 	rt := l.rt
 	limit := rt.cfg.batch
+	if rt.cfg.batchAuto {
+		limit = int(l.size.Load())
+	}
 	if l.lapsed {
 		limit = 1
 	}
@@ -127,4 +130,29 @@ func (l *lease) doClaim(ctx context.Context, tx Queryer, p ClaimParams, dst []Cl
 		return l.rt.rescue.Claim(ctx, tx, p, dst)
 	}
 	return l.rt.doClaim(ctx, tx, p, dst)
+}
+
+// batchCycle is how long the automatic claim size (no BatchSize) lets the workers take to get
+// through a claim before it stops growing: a claim that came back full and was handed out in
+// less doubles the next one, up to DefaultMaxBatch; a claim that came back less than half full,
+// or that took more than four times as long, halves it, down to the base size (10 per worker).
+// Fast handlers then share one claim's transaction among up to DefaultMaxBatch rows; slow ones
+// keep no more rows claimed than they get through in about this long.
+const batchCycle = 100 * time.Millisecond
+
+// adapt sets the automatic claim size after a claim of limit rows returned got, at now.
+func (l *lease) adapt(got, limit int, now time.Time) {
+	rt := l.rt
+	if !rt.cfg.batchAuto || l.lapsed {
+		return
+	}
+	cycle := now.Sub(l.lastClaim)
+	l.lastClaim = now
+	size := l.size.Load()
+	switch {
+	case got == limit && cycle < batchCycle:
+		l.size.Store(min(size*2, DefaultMaxBatch))
+	case got < limit/2 || cycle > 4*batchCycle:
+		l.size.Store(max(size/2, int32(rt.cfg.batch)))
+	}
 }

@@ -28,7 +28,7 @@ func (l *lease) enqueue(it item) {
 	l.qmu.Unlock()
 	// Wake the settler only when it has something to decide: a first item (to time its
 	// linger), a full flush, or nothing else outstanding.
-	if n == 1 || all || n >= min(rt.cfg.maxFlush, rt.cfg.batch) {
+	if n == 1 || all || n >= min(rt.cfg.maxFlush, int(l.size.Load())) {
 		l.poke()
 	}
 }
@@ -118,7 +118,7 @@ func (l *lease) flushReady(force bool) time.Duration {
 		all := n >= l.outstanding
 		l.mu.Unlock()
 		waited := rt.clock.Now().Sub(l.queued)
-		if !force && !all && n < min(rt.cfg.maxFlush, rt.cfg.batch) && waited < rt.cfg.linger {
+		if !force && !all && n < min(rt.cfg.maxFlush, int(l.size.Load())) && waited < rt.cfg.linger {
 			l.qmu.Unlock()
 			return rt.cfg.linger - waited
 		}

@@ -26,6 +26,9 @@ const (
 	// DefaultLockTimeout bounds how long a settling statement waits for a row another session
 	// holds locked (lease form: at most a quarter of the lease).
 	DefaultLockTimeout = 5 * time.Second
+	// DefaultMaxBatch is the largest claim the lease form makes when no BatchSize is given:
+	// its claims start at 10 rows per worker and grow while the workers get through them fast.
+	DefaultMaxBatch = 100
 	// DefaultStatementTimeout bounds every statement the engine runs in the background.
 	DefaultStatementTimeout = 30 * time.Second
 )
@@ -37,6 +40,7 @@ type config struct {
 	transactional bool
 	lease         time.Duration
 	batch         int
+	batchAuto     bool // no BatchSize: the lease form sizes its claims (lease_claim.go's adapt)
 	poll          time.Duration
 	perMessage    bool
 	maxFlush      int
@@ -101,9 +105,13 @@ func LeaseFor(d time.Duration) core.Option {
 	})
 }
 
-// BatchSize sets how many rows one claim takes (default: 10 per worker, at most 100). The
-// claimed rows wait for free workers, their leases extended, and in the row-lock form all of
-// them settle with one commit.
+// BatchSize sets how many rows one claim takes. The claimed rows wait for free workers, their
+// leases extended, and in the row-lock form all of them settle with one commit. By default a
+// claim takes 10 rows per worker, at most 100; in the lease form that is where claims start,
+// and they double while they come back full and the workers get through each in under 100 ms,
+// up to DefaultMaxBatch, and halve when they come back less than half full or take over 400 ms,
+// so fast handlers share a claim's transaction among many rows and slow ones hold few. A
+// BatchSize fixes the size.
 func BatchSize(n int) core.Option {
 	return option("sqlqueue.BatchSize", func(c *config) error {
 		if n < 1 {

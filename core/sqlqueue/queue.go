@@ -144,7 +144,8 @@ type runtime struct {
 func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
 	cfg := configOf(sub.Options)
 	if cfg.batch == 0 {
-		cfg.batch = min(10*max(sub.Options.Workers, 1), 100)
+		cfg.batch = min(10*max(sub.Options.Workers, 1), DefaultMaxBatch)
+		cfg.batchAuto = q.form == FormLease
 	}
 	if cfg.perMessage && q.form == FormRowLock {
 		cfg.batch = 1

@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core/sqlqueue"
+)
+
+// BenchmarkSQLiteDefaults drains a SQLite queue (dialect-sqlite, synchronous=FULL, the lease
+// form, ack deleting the row, one worker) three ways in interleaved rounds: a raw loop running
+// the engine's statements by hand with claims of 100 rows, settle with no option at all (the
+// default claim size), and settle with BatchSize(100). It reports each one's median with its
+// range and the ratio of each settle configuration to the raw loop, round by round.
+//
+//	go test -run '^$' -bench 'BenchmarkSQLiteDefaults$' -benchtime 1x ./bench
+//
+// SETTLE_BENCH_SQLITE_N rows per drain (default 20000), SETTLE_BENCH_SQLITE_ROUNDS rounds
+// (default 5).
+func BenchmarkSQLiteDefaults(b *testing.B) {
+	n := envInt(b, "SETTLE_BENCH_SQLITE_N", 20000)
+	rounds := envInt(b, "SETTLE_BENCH_SQLITE_ROUNDS", 5)
+	names := []string{"raw lease (B=100)", "settle lease, defaults", "settle lease, BatchSize(100)"}
+	rates := make([][]float64, len(names))
+	for r := range rounds {
+		for i := range names {
+			c := (i + r) % len(names)
+			var rate float64
+			switch c {
+			case 0:
+				rate = rawSQLiteLease(b, n, 100)
+			case 1:
+				rate, _ = drainSQLite(b, cgoSQLite{}, n, 1, false)
+			case 2:
+				rate, _ = drainSQLiteBatch(b, n, 100)
+			}
+			rates[c] = append(rates[c], rate)
+		}
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "\nSQLite defaults, N=%d, %d interleaved rounds\n\n| contender | msgs/s (min–max) | ÷raw (min–max) |\n| --- | ---: | ---: |\n", n, rounds)
+	for c, name := range names {
+		ratio := "—"
+		if c > 0 {
+			rs := make([]float64, rounds)
+			for i := range rs {
+				rs[i] = rates[c][i] / rates[0][i]
+			}
+			ratio = fmt.Sprintf("%.2f (%.2f–%.2f)", med(rs), slices.Min(rs), slices.Max(rs))
+			b.ReportMetric(med(rs), fmt.Sprintf("ratio%d", c))
+		}
+		fmt.Fprintf(&out, "| %s | %s | %s |\n", name, spread(rates[c]), ratio)
+	}
+	b.Log(out.String())
+}
+
+// drainSQLiteBatch is drainSQLite (dialect-sqlite, FULL, one worker) with claims of batch rows.
+func drainSQLiteBatch(b *testing.B, n, batch int) (float64, float64) {
+	return drainSQLiteOpts(b, cgoSQLite{}, n, 1, false, sqlqueue.BatchSize(batch))
+}
+
+// rawSQLiteLease seeds a fresh file as drainSQLite does and drains it by hand with the
+// statements dialect-sqlite's lease form sends, one worker, claims of batch rows: each
+// transaction (BEGIN IMMEDIATE, as the dialect's pool begins) deletes the previous claim's rows
+// fenced by its token and claims the next batch with UPDATE … RETURNING, then commits.
+func rawSQLiteLease(b *testing.B, n, batch int) float64 {
+	b.Helper()
+	ctx := context.Background()
+	db, err := cgoSQLite{}.open(ctx, filepath.Join(b.TempDir(), "bench.db"), false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.pool.Close()
+	t := sqlqueue.StandardTable("q")
+	t.Columns.ProcessedAt = ""
+	if err := db.create(ctx, t); err != nil {
+		b.Fatal(err)
+	}
+	seedSQLite(b, db, n)
+	const claim = `UPDATE "q" SET "locked_until" = ?, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "q" WHERE "grp" = 'q' AND ("retry_after" IS NULL OR "retry_after" <= ?) AND "locked_until" IS NULL ORDER BY "id" LIMIT ?) RETURNING "id", "payload", "attempt", "headers", "created_at"`
+	var prev []any // token, then ids
+	done := 0
+	start := time.Now()
+	for {
+		tx, err := db.pool.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(prev) > 1 {
+			q := `DELETE FROM "q" WHERE "locked_until" = ? AND "id" IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(prev)-1), ", ") + ")"
+			if _, err := tx.ExecContext(ctx, q, prev...); err != nil {
+				b.Fatal(err)
+			}
+			done += len(prev) - 1
+		}
+		now := time.Now()
+		token := db.dialect.Time(now.Add(sqlqueue.DefaultLease))
+		rows, err := tx.QueryContext(ctx, claim, token, db.dialect.Time(now), batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		next := []any{token}
+		for rows.Next() {
+			var id, attempt int64
+			var payload []byte
+			var headers, created any
+			if err := rows.Scan(&id, &payload, &attempt, &headers, &created); err != nil {
+				b.Fatal(err)
+			}
+			next = append(next, id)
+		}
+		if err := rows.Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		prev = next
+		if len(next) == 1 {
+			break
+		}
+	}
+	if done != n {
+		b.Fatalf("raw loop settled %d of %d rows", done, n)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
