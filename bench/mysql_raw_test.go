@@ -101,6 +101,45 @@ func myRawRowLock(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
 	})
 }
 
+// myRawRowLockGrouped claims b rows with FOR UPDATE SKIP LOCKED and deletes them all with one
+// DELETE … WHERE id IN (…) by the primary key in the claim transaction, as the engine settles a
+// claim's acks on a GroupedRowLock dialect (dialect-mysql is not one: see the MariaDB section
+// of the README). A claim that MariaDB picks as a deadlock victim has lost its transaction and
+// its locks: its rows go back to the queue and are claimed again (the claim is not counted).
+func myRawRowLockGrouped(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
+	once := func(ctx context.Context) (int, error) {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return 0, err
+		}
+		defer tx.Rollback()
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		rows, err := tx.QueryContext(ctx, myRowLockClaim, now, b)
+		if err != nil {
+			return 0, err
+		}
+		got, err := myScan(rows, make([]myRow, 0, b))
+		if err != nil || len(got) == 0 {
+			return 0, err
+		}
+		args := make([]any, len(got))
+		for i, r := range got {
+			args[i] = r.id
+		}
+		if _, err := tx.ExecContext(ctx, myInList("DELETE `q` FROM `q` FORCE INDEX (PRIMARY) WHERE `id` IN (", len(got), ")"), args...); err != nil {
+			return 0, err
+		}
+		return len(got), tx.Commit()
+	}
+	return runWorkers(ctx, w, func(ctx context.Context) (int, error) {
+		n, err := once(ctx)
+		for tries := 0; err != nil && mysql.IsTransient(err) && tries < 50; tries++ {
+			n, err = once(ctx)
+		}
+		return n, err
+	})
+}
+
 // myRawLease runs the lease form as the engine does with one worker per claimant: each
 // transaction first settles the previous batch with one token-fenced DELETE, then claims the
 // next batch (select SKIP LOCKED, stamp the token and attempt + 1) and commits; a last

@@ -83,6 +83,7 @@ func BenchmarkMariaDB(b *testing.B) {
 	for range b.N {
 		rs := runMyContenders(b, []myContender{
 			myRaw("raw rowlock (w=4,B=100)", myRawRowLock, 4, 100),
+			myRaw("raw rowlock grouped (w=4,B=100)", myRawRowLockGrouped, 4, 100),
 			mySettle("settle rowlock (4 subs×1 worker,B=100)", mysql.RowLock, 4, 1, 100),
 			mySettle("settle rowlock (1 sub×4 workers,B=100)", mysql.RowLock, 1, 4, 100),
 			// CountAtClaim: what a subscription with DeadLetterAfter runs by default.

@@ -187,6 +187,7 @@ func BenchmarkMariaDBRaw(b *testing.B) {
 		rs := runMyContenders(b, []myContender{
 			myRaw("raw rowlock (w=4,B=100)", myRawRowLock, 4, 100),
 			myRaw("raw rowlock (w=16,B=100)", myRawRowLock, 16, 100),
+			myRaw("raw rowlock grouped (w=4,B=100)", myRawRowLockGrouped, 4, 100),
 			myRaw("raw rowlock LIMIT 1 (w=4)", myRawRowLock, 4, 1),
 			myRaw("raw lease (w=4,B=100)", myRawLease, 4, 100),
 		})
