@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -81,4 +82,22 @@ func settleContender(name string, conns, subs int, ep func(*postgres.DB, sqlqueu
 	return pgContender{name: name, seed: true, conns: conns, drain: func(ctx context.Context, pool *pgxpool.Pool, s string, n int) (time.Duration, error) {
 		return settleDrain(ctx, pool, s, n, subs, ep, opts...)
 	}}
+}
+
+// BenchmarkPostgresDefaults drains the queue through one settle subscription with no option at
+// all (one worker, the default claim size) in the lease and row-lock forms, beside the raw
+// loops running the engine's statements with one claimant and claims of 100 rows, interleaved
+// in one run on one server.
+//
+//	go test -run '^$' -bench 'BenchmarkPostgresDefaults$' -benchtime 1x ./bench
+func BenchmarkPostgresDefaults(b *testing.B) {
+	for range b.N {
+		rs := runPGContenders(b, []pgContender{
+			rawContender("raw lease engine stmts (w=1,B=100)", rawLeaseEngine, 1, 100),
+			settleContender("settle lease, defaults", 4, 1, postgres.Lease),
+			rawContender("raw rowlock batched (w=1,B=100)", rawRowLock, 1, 100),
+			settleContender("settle rowlock, defaults", 4, 1, postgres.RowLock),
+		})
+		reportPG(b, rs, "raw lease engine stmts (w=1,B=100)", "")
+	}
 }

@@ -1,9 +1,13 @@
 package sqlqueue
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
 )
 
 // TestLeaseClaimSizeAdapts: without BatchSize the lease form's claims start at the base size,
@@ -62,5 +66,58 @@ func TestLeaseClaimSizeAdapts(t *testing.T) {
 	}
 	if got := int(rescue.size.Load()); got != 10 {
 		t.Errorf("rescue claims: size %d; want 10 (a rescue takes one row and says nothing of the rate)", got)
+	}
+}
+
+// TestRowLockClaimSizeAdapts: the row-lock form doubles a clean claim up to the base size as
+// before; past it, without BatchSize, only a full claim finished within batchCycle doubles the
+// next (up to DefaultMaxBatch), one that took over four cycles halves it towards the base, and
+// a claim that rolled back halves it whatever the size. With a BatchSize the base is the cap.
+func TestRowLockClaimSizeAdapts(t *testing.T) {
+	vc := clock.NewVirtual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	newR := func(auto bool) *rowLock {
+		r := &rowLock{rt: &runtime{cfg: config{batch: 10, batchAuto: auto}, clock: vc}}
+		r.size.Store(1)
+		return r
+	}
+	// claim runs one claim of the current size that comes back with got rows and is finished
+	// after took, committing with err.
+	claim := func(r *rowLock, got int, took time.Duration, err error) int {
+		size := int(r.size.Load())
+		b := &rlBatch{ds: make([]delivery, got), at: r.rt.now(), full: got == size}
+		for i := range b.ds {
+			b.results = append(b.results, item{d: &b.ds[i], v: core.Verdict{Action: core.ActAck}})
+		}
+		vc.Advance(took)
+		r.adapt(b, err)
+		return int(r.size.Load())
+	}
+	r := newR(true)
+	var sizes []int
+	for range 9 {
+		sizes = append(sizes, claim(r, int(r.size.Load()), time.Millisecond, nil))
+	}
+	if want := []int{2, 4, 8, 10, 20, 40, 80, 100, 100}; !slices.Equal(sizes, want) {
+		t.Errorf("full, fast claims: sizes %v; want %v", sizes, want)
+	}
+	if got := claim(r, 100, 200*time.Millisecond, nil); got != 100 {
+		t.Errorf("a claim finished in 200 ms: size %d; want it kept at 100", got)
+	}
+	if got := claim(r, 100, time.Second, nil); got != 50 {
+		t.Errorf("a claim finished in 1 s: size %d; want 50", got)
+	}
+	if got := claim(r, 30, time.Millisecond, nil); got != 50 {
+		t.Errorf("a short claim finished fast: size %d; want it kept at 50", got)
+	}
+	if got := claim(r, 50, time.Millisecond, errors.New("rolled back")); got != 25 {
+		t.Errorf("a claim that rolled back: size %d; want 25", got)
+	}
+
+	fixed := newR(false)
+	for range 8 {
+		claim(fixed, int(fixed.size.Load()), time.Millisecond, nil)
+	}
+	if got := int(fixed.size.Load()); got != 10 {
+		t.Errorf("BatchSize(10): size %d; want it capped at 10", got)
 	}
 }

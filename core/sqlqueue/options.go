@@ -26,8 +26,9 @@ const (
 	// DefaultLockTimeout bounds how long a settling statement waits for a row another session
 	// holds locked (lease form: at most a quarter of the lease).
 	DefaultLockTimeout = 5 * time.Second
-	// DefaultMaxBatch is the largest claim the lease form makes when no BatchSize is given:
-	// its claims start at 10 rows per worker and grow while the workers get through them fast.
+	// DefaultMaxBatch is the largest claim the lease and row-lock forms make when no BatchSize
+	// is given: claims start at 10 rows per worker and grow while the workers get through them
+	// fast.
 	DefaultMaxBatch = 100
 	// DefaultStatementTimeout bounds every statement the engine runs in the background.
 	DefaultStatementTimeout = 30 * time.Second
@@ -40,7 +41,7 @@ type config struct {
 	transactional bool
 	lease         time.Duration
 	batch         int
-	batchAuto     bool // no BatchSize: the lease form sizes its claims (lease_claim.go's adapt)
+	batchAuto     bool // no BatchSize: the lease and row-lock forms size their claims (adapt)
 	poll          time.Duration
 	perMessage    bool
 	maxFlush      int
@@ -107,11 +108,13 @@ func LeaseFor(d time.Duration) core.Option {
 
 // BatchSize sets how many rows one claim takes. The claimed rows wait for free workers, their
 // leases extended, and in the row-lock form all of them settle with one commit. By default a
-// claim takes 10 rows per worker, at most 100; in the lease form that is where claims start,
-// and they double while they come back full and the workers get through each in under 100 ms,
-// up to DefaultMaxBatch, and halve when they come back less than half full or take over 400 ms,
-// so fast handlers share a claim's transaction among many rows and slow ones hold few. A
-// BatchSize fixes the size.
+// claim takes 10 rows per worker, at most 100; in the lease and row-lock forms that is the base
+// from which claims grow: they double while they come back full and the workers get through
+// each in under 100 ms, up to DefaultMaxBatch, and halve back towards the base when they take
+// over 400 ms (the lease form also when they come back less than half full), so fast handlers
+// share a claim's transaction among many rows and slow ones hold few. A BatchSize fixes the
+// size. (The row-lock form always starts a process at one row and doubles from there, so that
+// a row that crashes the process ends up claimed alone.)
 func BatchSize(n int) core.Option {
 	return option("sqlqueue.BatchSize", func(c *config) error {
 		if n < 1 {

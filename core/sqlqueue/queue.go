@@ -145,7 +145,7 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 	cfg := configOf(sub.Options)
 	if cfg.batch == 0 {
 		cfg.batch = min(10*max(sub.Options.Workers, 1), DefaultMaxBatch)
-		cfg.batchAuto = q.form == FormLease
+		cfg.batchAuto = q.form != FormAdvisory
 	}
 	if cfg.perMessage && q.form == FormRowLock {
 		cfg.batch = 1

@@ -53,7 +53,9 @@ type rlBatch struct {
 	failed  error
 	culprit *delivery // whose statement failed the claim
 	results []item
-	untake  []any // counted rows given back unhanded: their count and mark are taken back
+	untake  []any     // counted rows given back unhanded: their count and mark are taken back
+	at      time.Time // when it was claimed
+	full    bool      // it took as many rows as it asked for
 }
 
 func newRowLock(rt *runtime) *rowLock {

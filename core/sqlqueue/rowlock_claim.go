@@ -75,7 +75,7 @@ func (r *rowLock) claim(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	r.claimBuf = rows[:0]
-	b := &rlBatch{tx: tx, ds: newDeliveries(rt, rows), left: len(rows)}
+	b := &rlBatch{tx: tx, ds: newDeliveries(rt, rows), left: len(rows), at: now, full: len(rows) == size}
 	clear(rows)
 	for i := range b.ds {
 		b.ds[i].rb, b.ds[i].counted, b.ds[i].suspect = b, counted != nil, lapsed
@@ -206,11 +206,28 @@ func (r *rowLock) adapt(b *rlBatch, err error) {
 		clean = clean && it.err == nil && it.v.Action != core.ActAbandon
 	}
 	clean = clean && len(b.results) == len(b.ds) // none given back unhanded
+	// Up to the base size (BatchSize, or 10 per worker) a clean claim doubles the next; past
+	// it, with no BatchSize, only a full claim whose rows were finished within batchCycle does,
+	// up to DefaultMaxBatch, and one that took over four cycles halves it back towards the base
+	// (lease_claim.go's adapt): the claim's transaction stays open while its rows wait for
+	// workers.
+	rt := r.rt
+	took := rt.now().Sub(b.at)
 	for {
 		cur := r.size.Load()
 		next := max(cur/2, 1)
 		if clean {
-			next = min(cur*2, int32(r.rt.cfg.batch))
+			next = min(cur*2, int32(rt.cfg.batch))
+			if rt.cfg.batchAuto && cur >= int32(rt.cfg.batch) {
+				switch {
+				case b.full && took < batchCycle:
+					next = min(cur*2, DefaultMaxBatch)
+				case took > 4*batchCycle:
+					next = max(cur/2, int32(rt.cfg.batch))
+				default:
+					next = cur
+				}
+			}
 		}
 		if next == cur || r.size.CompareAndSwap(cur, next) {
 			return
