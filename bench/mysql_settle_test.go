@@ -45,8 +45,10 @@ func mySettle(name string, form func(*mysql.DB, sqlqueue.Table, string) (core.En
 			if err != nil {
 				return 0, err
 			}
-			all := append([]core.Option{core.Name(fmt.Sprint("w", i)), core.WithCodec(core.Raw), core.Workers(workers),
-				sqlqueue.BatchSize(batch)}, opts...)
+			all := append([]core.Option{core.Name(fmt.Sprint("w", i)), core.WithCodec(core.Raw), core.Workers(workers)}, opts...)
+			if batch > 0 { // 0: the default claim size
+				all = append(all, sqlqueue.BatchSize(batch))
+			}
 			if err := core.Subscribe(app, ep, h, all...); err != nil {
 				return 0, err
 			}
@@ -105,6 +107,26 @@ func BenchmarkMariaDB(b *testing.B) {
 			"settle rowlock counted LIMIT 1 (4 subs×1 worker)": "raw rowlock LIMIT 1 (w=4)",
 			"settle lease (4 subs×1 worker,B=100)":             "raw lease (w=4,B=100)",
 			"settle lease (1 sub×4 workers,B=100)":             "raw lease (w=4,B=100)",
+		})
+	}
+}
+
+// BenchmarkMariaDBDefaults drains the queue through one settle subscription with no option at
+// all (one worker, the default claim size) in the row-lock and lease forms, beside the raw
+// loops with one claimant and claims of 100 rows, interleaved in one run.
+//
+//	go test -run '^$' -bench 'BenchmarkMariaDBDefaults$' -benchtime 1x ./bench
+func BenchmarkMariaDBDefaults(b *testing.B) {
+	for range b.N {
+		rs := runMyContenders(b, []myContender{
+			myRaw("raw rowlock (w=1,B=100)", myRawRowLock, 1, 100),
+			mySettle("settle rowlock, defaults", mysql.RowLock, 1, 1, 0),
+			myRaw("raw lease (w=1,B=100)", myRawLease, 1, 100),
+			mySettle("settle lease, defaults", mysql.Lease, 1, 1, 0),
+		})
+		reportMy(b, rs, map[string]string{
+			"settle rowlock, defaults": "raw rowlock (w=1,B=100)",
+			"settle lease, defaults":   "raw lease (w=1,B=100)",
 		})
 	}
 }
