@@ -74,67 +74,62 @@ const (
 	myLeaseSelect  = "SELECT `id`, `payload`, `attempt` + 1, `headers` FROM `q` WHERE (`retry_after` IS NULL OR `retry_after` <= ?) AND (`locked_until` IS NULL OR `locked_until` <= ?) ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED"
 )
 
-// myRawRowLock claims b rows with FOR UPDATE SKIP LOCKED and deletes each in the claim
-// transaction (the engine's per-row finishing statement), whose one commit settles them all.
+// myRowLockStep is one claim of the row-lock loops: it claims b rows with FOR UPDATE SKIP
+// LOCKED in a transaction, settles them with settle inside it and commits.
+func myRowLockStep(ctx context.Context, db *sql.DB, b int, settle func(*sql.Tx, []myRow) error) (int, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	rows, err := tx.QueryContext(ctx, myRowLockClaim, now, b)
+	if err != nil {
+		return 0, err
+	}
+	got, err := myScan(rows, make([]myRow, 0, b))
+	if err != nil || len(got) == 0 {
+		return 0, err
+	}
+	if err := settle(tx, got); err != nil {
+		return 0, err
+	}
+	return len(got), tx.Commit()
+}
+
+// myRawRowLock claims b rows and deletes each in the claim transaction (the engine's per-row
+// finishing statement), whose one commit settles them all.
 func myRawRowLock(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
 	return runWorkers(ctx, w, func(ctx context.Context) (int, error) {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return 0, err
-		}
-		defer tx.Rollback()
-		now := time.Now().UTC().Truncate(time.Microsecond)
-		rows, err := tx.QueryContext(ctx, myRowLockClaim, now, b)
-		if err != nil {
-			return 0, err
-		}
-		got, err := myScan(rows, make([]myRow, 0, b))
-		if err != nil || len(got) == 0 {
-			return 0, err
-		}
-		for _, r := range got {
-			if _, err := tx.ExecContext(ctx, "DELETE FROM `q` WHERE `id` = ?", r.id); err != nil {
-				return 0, err
+		return myRowLockStep(ctx, db, b, func(tx *sql.Tx, got []myRow) error {
+			for _, r := range got {
+				if _, err := tx.ExecContext(ctx, "DELETE FROM `q` WHERE `id` = ?", r.id); err != nil {
+					return err
+				}
 			}
-		}
-		return len(got), tx.Commit()
+			return nil
+		})
 	})
 }
 
-// myRawRowLockGrouped claims b rows with FOR UPDATE SKIP LOCKED and deletes them all with one
-// DELETE … WHERE id IN (…) by the primary key in the claim transaction, as the engine settles a
-// claim's acks on a GroupedRowLock dialect (dialect-mysql is not one: see the MariaDB section
-// of the README). A claim that MariaDB picks as a deadlock victim has lost its transaction and
-// its locks: its rows go back to the queue and are claimed again (the claim is not counted).
+// myRawRowLockGrouped claims b rows and deletes them all with one DELETE … WHERE id IN (…) by
+// the primary key in the claim transaction, as the engine settles a claim's acks on a
+// GroupedRowLock dialect (dialect-mysql is not one: see docs/tuning.md). A claim that MariaDB
+// picks as a deadlock victim has lost its transaction and its locks: its rows go back to the
+// queue and the step runs again.
 func myRawRowLockGrouped(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
-	once := func(ctx context.Context) (int, error) {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return 0, err
-		}
-		defer tx.Rollback()
-		now := time.Now().UTC().Truncate(time.Microsecond)
-		rows, err := tx.QueryContext(ctx, myRowLockClaim, now, b)
-		if err != nil {
-			return 0, err
-		}
-		got, err := myScan(rows, make([]myRow, 0, b))
-		if err != nil || len(got) == 0 {
-			return 0, err
-		}
+	grouped := func(tx *sql.Tx, got []myRow) error {
 		args := make([]any, len(got))
 		for i, r := range got {
 			args[i] = r.id
 		}
-		if _, err := tx.ExecContext(ctx, myInList("DELETE `q` FROM `q` FORCE INDEX (PRIMARY) WHERE `id` IN (", len(got), ")"), args...); err != nil {
-			return 0, err
-		}
-		return len(got), tx.Commit()
+		_, err := tx.ExecContext(ctx, myInList("DELETE `q` FROM `q` FORCE INDEX (PRIMARY) WHERE `id` IN (", len(got), ")"), args...)
+		return err
 	}
 	return runWorkers(ctx, w, func(ctx context.Context) (int, error) {
-		n, err := once(ctx)
+		n, err := myRowLockStep(ctx, db, b, grouped)
 		for tries := 0; err != nil && mysql.IsTransient(err) && tries < 50; tries++ {
-			n, err = once(ctx)
+			n, err = myRowLockStep(ctx, db, b, grouped)
 		}
 		return n, err
 	})
