@@ -31,6 +31,7 @@ type subscription struct {
 	running     atomic.Bool
 	settledAt   atomic.Int64 // unix nanoseconds of the last durable settlement, on the App's clock
 	lastErr     atomic.Pointer[failure]
+	checker     atomic.Pointer[HealthChecker] // the source's health check, when it has one: health reads it while open may replace src
 }
 
 // failure is a subscription's last error, for its health.
@@ -51,6 +52,11 @@ func (s *subscription) open(ctx context.Context, a *App) error {
 		return errors.New("endpoint returned no source or finisher")
 	}
 	s.src, s.fin = src, fin
+	if hc, ok := src.(HealthChecker); ok {
+		s.checker.Store(&hc)
+	} else {
+		s.checker.Store(nil)
+	}
 	if err := s.opts.unread(); err != nil {
 		s.closeSource()
 		return err
@@ -324,8 +330,8 @@ func (s *subscription) health(ctx context.Context, app appState) ComponentHealth
 	if n := s.settledAt.Load(); n != 0 {
 		c.SettledAt = time.Unix(0, n).UTC()
 	}
-	if hc, ok := s.src.(HealthChecker); ok && s.running.Load() {
-		src := hc.CheckHealth(ctx)
+	if hc := s.checker.Load(); hc != nil && s.running.Load() {
+		src := (*hc).CheckHealth(ctx)
 		c.Status = worse(c.Status, src.Status)
 		if src.State != "" {
 			c.State += ", " + src.State
