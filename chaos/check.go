@@ -336,15 +336,18 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 
 // redelivered drops from finals those whose acknowledgement the broker never received: an ack,
 // a drop or a dead letter (a confirmed copy, then the original's ack) followed by another
-// delivery of the message: a handler start of the same attempt or a later one, or a settlement
-// of a later attempt (a dead letter at claim has no start).
+// delivery of the message: a handler start of the same attempt or a later one, a settlement of
+// a later attempt (a dead letter at claim has no start), or a dead letter of the same attempt
+// after a dead letter (the redelivered original, already at its cap, moved again without its
+// handler).
 func redelivered(finals []Entry, entries []Entry, idx []int) []Entry {
 	var keep []Entry
 	for _, f := range finals {
 		again := false
 		for _, i := range idx {
 			e := entries[i]
-			if e.At > f.At && ((e.Ev == EvStart && e.Attempt >= f.Attempt) || (e.Ev == EvSettle && e.Attempt > f.Attempt)) {
+			moved := e.Ev == EvSettle && e.Attempt == f.Attempt && e.Outcome == "dead_letter" && f.Outcome == "dead_letter"
+			if e.At > f.At && ((e.Ev == EvStart && e.Attempt >= f.Attempt) || (e.Ev == EvSettle && e.Attempt > f.Attempt) || moved) {
 				again = true
 				break
 			}

@@ -212,6 +212,14 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			l.run("w1", id, 3, "dead_letter", true)
 			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", ID: id, Attempt: 4, Outcome: "dead_letter", OK: true})
 		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 2, Count: 4}}, AbsentIsSettled: true, AcksUnconfirmed: true}},
+		{name: "broker: a dead letter's original ack lost, moved again at the same attempt", kind: chaos.Fail, build: func(l *ledger) {
+			l.run("w1", id, 3, "dead_letter", true)
+			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", ID: id, Attempt: 3, Outcome: "dead_letter", OK: true})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 2, Count: 3}}, AbsentIsSettled: true, AcksUnconfirmed: true}},
+		{name: "broker: confirmed acks, a dead letter moved twice at the same attempt", kind: chaos.Fail, build: func(l *ledger) {
+			l.run("w1", id, 3, "dead_letter", true)
+			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", ID: id, Attempt: 3, Outcome: "dead_letter", OK: true})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 2, Count: 3}}, AbsentIsSettled: true}, want: []chaos.Category{chaos.Double}},
 		{name: "broker: confirmed acks, the message settled twice", kind: chaos.Ack, build: func(l *ledger) {
 			l.run("w1", id, 2, "ack", true)
 			l.run("w1", id, 2, "ack", true)
