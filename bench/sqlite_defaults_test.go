@@ -37,7 +37,7 @@ func BenchmarkSQLiteDefaults(b *testing.B) {
 			case 1:
 				rate, _ = drainSQLite(b, cgoSQLite{}, n, 1, false)
 			case 2:
-				rate, _ = drainSQLiteBatch(b, n, 100)
+				rate, _ = drainSQLiteOpts(b, cgoSQLite{}, n, 1, false, sqlqueue.BatchSize(100))
 			}
 			rates[c] = append(rates[c], rate)
 		}
@@ -57,11 +57,6 @@ func BenchmarkSQLiteDefaults(b *testing.B) {
 		fmt.Fprintf(&out, "| %s | %s | %s |\n", name, spread(rates[c]), ratio)
 	}
 	b.Log(out.String())
-}
-
-// drainSQLiteBatch is drainSQLite (dialect-sqlite, FULL, one worker) with claims of batch rows.
-func drainSQLiteBatch(b *testing.B, n, batch int) (float64, float64) {
-	return drainSQLiteOpts(b, cgoSQLite{}, n, 1, false, sqlqueue.BatchSize(batch))
 }
 
 // rawSQLiteLease seeds a fresh file as drainSQLite does and drains it by hand with the

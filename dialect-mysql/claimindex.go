@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/settlehq/settle/core/sqlqueue"
@@ -75,14 +76,7 @@ func startsWith(cols, leading []string) bool {
 		return false
 	}
 	for _, want := range leading {
-		found := false
-		for _, c := range cols[:len(leading)] {
-			if strings.EqualFold(c, want) {
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !slices.ContainsFunc(cols[:len(leading)], func(c string) bool { return strings.EqualFold(c, want) }) {
 			return false
 		}
 	}

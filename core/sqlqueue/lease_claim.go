@@ -133,14 +133,28 @@ func (l *lease) doClaim(ctx context.Context, tx Queryer, p ClaimParams, dst []Cl
 }
 
 // batchCycle is how long the automatic claim size (no BatchSize) lets the workers take to get
-// through a claim before it stops growing: a claim that came back full and was handed out in
-// less doubles the next one, up to DefaultMaxBatch; a claim that came back less than half full,
-// or that took more than four times as long, halves it, down to the base size (10 per worker).
-// Fast handlers then share one claim's transaction among up to DefaultMaxBatch rows; slow ones
-// keep no more rows claimed than they get through in about this long.
+// through a claim before it stops growing: a full claim got through in less doubles the next
+// one, up to DefaultMaxBatch; one that took more than four times as long halves it, down to the
+// base size (10 per worker). Fast handlers then share one claim's transaction among up to
+// DefaultMaxBatch rows; slow ones keep no more rows claimed than they get through in about this
+// long. Both forms size their claims with sized.
 const batchCycle = 100 * time.Millisecond
 
-// adapt sets the automatic claim size after a claim of limit rows returned got, at now.
+// sized is the automatic claim size after a claim of size cur (at least base) that came back
+// full or not and took took.
+func sized(cur, base int32, full bool, took time.Duration) int32 {
+	switch {
+	case full && took < batchCycle:
+		return min(cur*2, DefaultMaxBatch)
+	case took > 4*batchCycle:
+		return max(cur/2, base)
+	}
+	return cur
+}
+
+// adapt sets the automatic claim size after a claim of limit rows returned got, at now: sized
+// by the time since the previous claim (how long the workers took to get through it), and
+// halved when the claim came back less than half full.
 func (l *lease) adapt(got, limit int, now time.Time) {
 	rt := l.rt
 	if !rt.cfg.batchAuto || l.lapsed {
@@ -148,11 +162,10 @@ func (l *lease) adapt(got, limit int, now time.Time) {
 	}
 	cycle := now.Sub(l.lastClaim)
 	l.lastClaim = now
-	size := l.size.Load()
-	switch {
-	case got == limit && cycle < batchCycle:
-		l.size.Store(min(size*2, DefaultMaxBatch))
-	case got < limit/2 || cycle > 4*batchCycle:
-		l.size.Store(max(size/2, int32(rt.cfg.batch)))
+	size, base := l.size.Load(), int32(rt.cfg.batch)
+	if got < limit/2 {
+		l.size.Store(max(size/2, base))
+		return
 	}
+	l.size.Store(sized(size, base, got == limit, cycle))
 }

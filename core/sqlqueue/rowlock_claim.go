@@ -207,27 +207,19 @@ func (r *rowLock) adapt(b *rlBatch, err error) {
 	}
 	clean = clean && len(b.results) == len(b.ds) // none given back unhanded
 	// Up to the base size (BatchSize, or 10 per worker) a clean claim doubles the next; past
-	// it, with no BatchSize, only a full claim whose rows were finished within batchCycle does,
-	// up to DefaultMaxBatch, and one that took over four cycles halves it back towards the base
-	// (lease_claim.go's adapt): the claim's transaction stays open while its rows wait for
-	// workers.
+	// it, with no BatchSize, the claim's time from claim to commit sizes the next (sized): the
+	// claim's transaction stays open while its rows wait for workers.
 	rt := r.rt
+	base := int32(rt.cfg.batch)
 	took := rt.now().Sub(b.at)
 	for {
 		cur := r.size.Load()
 		next := max(cur/2, 1)
-		if clean {
-			next = min(cur*2, int32(rt.cfg.batch))
-			if rt.cfg.batchAuto && cur >= int32(rt.cfg.batch) {
-				switch {
-				case b.full && took < batchCycle:
-					next = min(cur*2, DefaultMaxBatch)
-				case took > 4*batchCycle:
-					next = max(cur/2, int32(rt.cfg.batch))
-				default:
-					next = cur
-				}
-			}
+		switch {
+		case clean && rt.cfg.batchAuto && cur >= base:
+			next = sized(cur, base, b.full, took)
+		case clean:
+			next = min(cur*2, base)
 		}
 		if next == cur || r.size.CompareAndSwap(cur, next) {
 			return
