@@ -506,13 +506,14 @@ func countMySQL(sql string, i int, inExec, mariadb bool) (int, int, error) {
 }
 
 // mysqlComment reads the comment opened at sql[i] and returns the parameters in it (an
-// executable comment's content is code) and its end. A comment inside an executable comment
-// is a plain one.
+// executable comment's content is code) and its end. Inside an executable comment (inExec) a
+// plain comment is skipped; an executable one only drops its marker: the servers keep no depth,
+// the first "*/" ends every executable comment open, so the caller reads on from the returned
+// position as code of the comment it is in.
 func mysqlComment(sql string, i int, inExec, mariadb bool) (int, int, error) {
 	body := i + 2
 	exec := false
 	switch {
-	case inExec:
 	case strings.HasPrefix(sql[body:], "!"):
 		exec, body = true, body+1
 	case mariadb && strings.HasPrefix(sql[body:], "M!"):
@@ -530,17 +531,25 @@ func mysqlComment(sql string, i int, inExec, mariadb bool) (int, int, error) {
 		digits++
 	}
 	versioned := digits-body >= 5
+	if inExec {
+		if versioned {
+			// Run, its "*/" ends the outer comment too; skipped, the outer one goes on.
+			return 0, 0, fmt.Errorf("versioned comment %s at byte %d inside an executable comment: where the server ends it depends on its version", sql[i:digits], i)
+		}
+		return 0, body, nil
+	}
 	if versioned {
 		body = digits
 	}
 	n, end, err := countMySQL(sql, body, true, mariadb)
-	if err != nil {
+	if err != nil && !(versioned && mysqlCommentEnd(sql, body, true) >= 0) {
 		return 0, 0, err
 	}
-	if versioned && (n > 0 || mysqlCommentEnd(sql, body, true) != end) {
+	if versioned && (err != nil || n > 0 || mysqlCommentEnd(sql, body, true) != end) {
 		// Older servers (and MariaDB, for MySQL 5.7+ versions) skip the comment as a comment,
-		// newer ones run it: what the server counts depends on its version.
-		return 0, 0, fmt.Errorf("versioned comment %s at byte %d: whether the server reads the parameters in it depends on its version; keep parameters out of it", sql[i:digits], i)
+		// newer ones run it: what the server counts, and whether it can read the content at
+		// all ("/*!70000 '*/" is a comment to MariaDB), depends on its version.
+		return 0, 0, fmt.Errorf("versioned comment %s at byte %d: whether the server reads it as code depends on its version; keep parameters and unbalanced quotes out of it", sql[i:digits], i)
 	}
 	return n, end, nil
 }

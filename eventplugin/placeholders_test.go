@@ -93,6 +93,12 @@ var placeholderCases = []placeholderCase{
 	{grammarMariaDB, "SELECT 1 --\x7f?", 0, false},
 	{grammarMariaDB, "SELECT 1 /*!50000 + ? */", 0, true},
 	{grammarMariaDB, "SELECT 1 /*!99999 '*/' */, ?", 0, true},
+	{grammarMariaDB, "/*!70000\"*/", 0, true},
+	{grammarMariaDB, "/*!/*!*/", 0, false},
+	{grammarMariaDB, "SELECT 1 /*! + ? /*M! + ? */, ?", 3, false},
+	{grammarMySQL, "SELECT 1 /*! + ? /*M! + ? */, ?", 0, true},
+	{grammarMariaDB, "SELECT 1 /*! + ? /*!50000 + 1 */", 0, true},
+	{grammarMariaDB, "SELECT 1 /*!70000 'a */", 0, true},
 	{grammarMariaDB, "SELECT ? /* x", 0, true},
 	{grammarMariaDB, "SELECT 'abc", 0, true},
 }
