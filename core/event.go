@@ -19,6 +19,10 @@ const (
 	EventReconnected EventKind = "reconnected"
 	// EventSourceFailed: taking the next delivery failed; core retries after a backoff.
 	EventSourceFailed EventKind = "source_failed"
+	// EventDiscarded: settle returned a message that the server then discards by its own rule
+	// (a RabbitMQ quorum queue at its delivery limit with no dead-letter route). Settle cannot
+	// keep it; the queue's configuration can (a cap, or a dead-letter route).
+	EventDiscarded EventKind = "discarded"
 )
 
 // Event is one report of an EventKind. Backends fill what they know.

@@ -100,6 +100,11 @@ func (s *subscription) run(pullCtx, workCtx context.Context) {
 	// and exclusively while it handles a suspect one, so that a message that may have killed
 	// the process runs with nothing else of the subscription beside it (a crash then charges
 	// an attempt to it alone). One worker needs no lock.
+	//
+	// A worker takes its hold on alone before it lets go of the pull lock, so deliveries run in
+	// the order they were taken: a suspect delivery waits for the ones taken before it to
+	// finish, and no worker takes another delivery while it waits (one taken then would wait
+	// anyway, held in flight beside a message that may crash the process).
 	var alone sync.RWMutex
 	isolate := s.opts.Workers > 1
 	var workers sync.WaitGroup
@@ -110,19 +115,22 @@ func (s *subscription) run(pullCtx, workCtx context.Context) {
 			for {
 				pull.Lock()
 				d, ok := s.next(pullCtx, &backoff)
-				pull.Unlock()
 				if !ok {
+					pull.Unlock()
 					return
 				}
 				switch {
 				case !isolate:
+					pull.Unlock()
 					s.process(workCtx, d)
 				case isSuspect(d):
 					alone.Lock()
+					pull.Unlock()
 					s.process(workCtx, d)
 					alone.Unlock()
 				default:
 					alone.RLock()
+					pull.Unlock()
 					s.process(workCtx, d)
 					alone.RUnlock()
 				}

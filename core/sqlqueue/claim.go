@@ -93,7 +93,11 @@ func (b *binder) bindID(p ClaimParams, id int64, args []any) []any {
 func (s *Schema) ready(f Form, b *binder) string {
 	var w []string
 	if s.Group != "" {
-		w = append(w, s.Group+" = "+b.ph(slotGroup))
+		if s.GroupOrder {
+			w = append(w, s.Group+" >= "+b.ph(slotGroup)+" AND "+s.Group+" <= "+b.ph(slotGroup))
+		} else {
+			w = append(w, s.Group+" = "+b.ph(slotGroup))
+		}
 	}
 	if s.ProcessedAt != "" {
 		w = append(w, s.ProcessedAt+" IS NULL")
@@ -126,6 +130,15 @@ func (s *Schema) ready(f Form, b *binder) string {
 	return strings.Join(w, " AND ")
 }
 
+// order renders the ORDER BY of a look for ready rows: id, or group, id with GroupOrder (the
+// same order: every row it reads has the queue's group).
+func (s *Schema) order() string {
+	if s.GroupOrder && s.Group != "" {
+		return s.Group + ", " + s.ID
+	}
+	return s.ID
+}
+
 // returned renders the claimed columns: id, payload, attempt expression, headers.
 func (s *Schema) returned(attempt string) string {
 	return s.ID + ", " + s.Payload + ", " + attempt + ", " + s.orNull(s.Headers) + ", " + s.orNull(s.CreatedAt)
@@ -153,7 +166,7 @@ func UpdateReturningClaim(s *Schema, lockSuffix string) Claim {
 	}
 	where := s.ready(FormLease, b)
 	sql := "UPDATE " + s.QTable + " SET " + set + " WHERE " + s.ID + " IN (SELECT " + s.ID + " FROM " + s.ClaimFrom() +
-		" WHERE " + where + " ORDER BY " + s.ID + " LIMIT " + b.ph(slotLimit) + lockSuffix + ") RETURNING " + s.returned(att)
+		" WHERE " + where + " ORDER BY " + s.order() + " LIMIT " + b.ph(slotLimit) + lockSuffix + ") RETURNING " + s.returned(att)
 	return &stmtClaim{sql: sql, b: b, sortByID: true}
 }
 
@@ -174,7 +187,7 @@ func selectReady(s *Schema, f Form, lockSuffix string) (string, *binder) {
 		att = s.Attempt + " + 1"
 	}
 	where := s.ready(f, b)
-	return "SELECT " + s.returned(att) + " FROM " + s.ClaimFrom() + " WHERE " + where + " ORDER BY " + s.ID +
+	return "SELECT " + s.returned(att) + " FROM " + s.ClaimFrom() + " WHERE " + where + " ORDER BY " + s.order() +
 		" LIMIT " + b.ph(slotLimit) + lockSuffix, b
 }
 
@@ -301,8 +314,7 @@ type inList struct {
 	d              Dialect
 	prefix, suffix string
 	first          int // number of the first list placeholder
-	mu             sync.Mutex
-	cache          []string
+	byCount
 }
 
 func newInList(d Dialect, prefix, suffix string, first int) *inList {
@@ -310,23 +322,36 @@ func newInList(d Dialect, prefix, suffix string, first int) *inList {
 }
 
 func (l *inList) sql(n int) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n < len(l.cache) && l.cache[n] != "" {
-		return l.cache[n]
-	}
-	var sb strings.Builder
-	sb.WriteString(l.prefix)
-	for i := range n {
-		if i > 0 {
-			sb.WriteString(", ")
+	return l.get(n, func(n int) string {
+		var sb strings.Builder
+		sb.WriteString(l.prefix)
+		for i := range n {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString(l.d.Placeholder(l.first + i))
 		}
-		sb.WriteString(l.d.Placeholder(l.first + i))
+		sb.WriteString(l.suffix)
+		return sb.String()
+	})
+}
+
+// byCount keeps a statement rendered for each number of list items, built once.
+type byCount struct {
+	mu    sync.Mutex
+	cache []string
+}
+
+// get returns the statement for n items, built by build the first time.
+func (c *byCount) get(n int, build func(n int) string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n < len(c.cache) && c.cache[n] != "" {
+		return c.cache[n]
 	}
-	sb.WriteString(l.suffix)
-	for len(l.cache) <= n {
-		l.cache = append(l.cache, "")
+	for len(c.cache) <= n {
+		c.cache = append(c.cache, "")
 	}
-	l.cache[n] = sb.String()
-	return l.cache[n]
+	c.cache[n] = build(n)
+	return c.cache[n]
 }

@@ -269,12 +269,45 @@ type AdvisoryFilter interface {
 }
 
 // GroupedRowLock is an optional interface of a RowLockDialect whose database settles many
-// locked rows of one claim safely with one statement (DELETE … WHERE id IN (…)). The engine then
-// runs a claim's plain acks and drops that way at its commit instead of one statement per row.
-// InnoDB does not qualify: under concurrent claimants its IN-list DELETE locks beyond the named
-// rows and deadlocks, so MySQL and MariaDB settle row by row.
+// locked rows of one claim safely with one statement (DELETE … WHERE id IN (…), or the
+// statement of a GroupedRowLockSQL). The engine then runs a claim's plain acks and drops that
+// way at its commit instead of one statement per row.
 type GroupedRowLock interface {
 	GroupRowLockSettlements() bool
+}
+
+// GroupedRowLockSQL is an optional interface of a GroupedRowLock dialect that spells the
+// grouped settlement of a claim itself, where the engine's "… WHERE id IN (…)" would not be
+// safe. InnoDB reads an IN-list as ranges of the primary key and locks the row past the end of
+// each range before it sees that row is outside: a row another claim holds, which turns
+// concurrent claims' settlements into lock waits and deadlocks. MySQL and MariaDB instead look
+// each id up by the primary key alone (a join driven by the list of ids), which locks only the
+// rows the claim already holds, so the statement never waits.
+//
+// The engine gives the statement the ids of the claim's grouped rows, in ascending order, at
+// most the flush size (FlushLimits) at a time, all of them rows the claim's transaction holds.
+type GroupedRowLockSQL interface {
+	GroupedRowLock
+	// SettleByIDs returns the statement that settles n rows of the quoted table qtable, named
+	// by the quoted id column: it deletes them when mark is "", and otherwise sets the quoted
+	// column mark (processed_at) to its last argument. Its first n arguments are the ids. It
+	// must match every named row once (its affected rows are checked against n).
+	SettleByIDs(qtable, id, mark string, n int) string
+}
+
+// GroupedRowLockArray is an optional interface of a GroupedRowLock dialect whose driver binds a
+// list of ids as one array argument (PostgreSQL: … WHERE id = ANY($1)). The engine then settles
+// a claim's grouped rows with that statement, one argument for all the ids instead of one
+// each: the driver encodes and the server binds one value. A GroupedRowLockSQL dialect's
+// statement comes first.
+type GroupedRowLockArray interface {
+	GroupedRowLock
+	// SettleByIDArray returns the statement that settles the rows of the quoted table qtable
+	// whose quoted id column is in its first argument, a []int64 (at most the flush size of
+	// FlushLimits, all rows the claim's transaction holds): it deletes them when mark is "",
+	// and otherwise sets the quoted column mark (processed_at) to its second argument. It must
+	// match every id once (its affected rows are checked against their number).
+	SettleByIDArray(qtable, id, mark string) string
 }
 
 // RowLocking is an optional interface of a Dialect whose database locks rows one by one
@@ -467,6 +500,26 @@ type ClaimIndex interface {
 	// neither), or the primary key when leading is empty or no index starts with them. It is
 	// asked once per subscription, when it starts.
 	ClaimIndexHint(ctx context.Context, q Queryer, t TableRef, leading []string) (string, error)
+}
+
+// GroupOrder is an optional interface of a Dialect whose planner has to be shown, by the shape
+// of the claims, that the ready index gives their rows in order. PostgreSQL's does not see it
+// otherwise: with the group compared by equality, ORDER BY id can come from the primary key as
+// well as from an index on (group, id), and the planner reads the table in id order through
+// every processed row and dead letter in front of the ready ones whenever its statistics make
+// the filter look cheap (statistics taken before the rows were processed, or dead letters
+// spread over the table). Where GroupOrdered reports true, the engine's statements that look
+// for ready rows (the claims, the advisory candidates, the looks for lapsed rows, the row-lock
+// form's counting) compare the group as a range of one value, group >= $g AND group <= $g,
+// which a btree operator class makes the same rows as group = $g, and order by group, id: the
+// order of the same rows, which only an index that starts with (group, id) gives without a
+// sort. Other dialects' statements are not changed.
+type GroupOrder interface {
+	// GroupOrdered reports whether the claims of table t (validated, with a group column)
+	// can read its ready rows through an index whose first keys are the group and id columns,
+	// and which every claim can use (no predicate, or the one of the DDL's ready index). It is
+	// asked once per subscription, when it starts.
+	GroupOrdered(ctx context.Context, q Queryer, t Table) (bool, error)
 }
 
 // ConnLoss is an optional interface of a Dialect that tells a lost or refused connection (the

@@ -105,7 +105,10 @@
 // UPDATE on a claimed row stalls nothing: lease extensions lock the free rows with SKIP LOCKED
 // and wait for a held row alone, taking its new lease end from the clock once the lock is
 // granted (so an end is never written in the past); settling transactions give up a row-lock
-// wait after LockTimeout (default 5 s, at most a quarter of the lease). Every statement the
+// wait after LockTimeout (default 5 s, at most a quarter of the lease). A grouped lease
+// settlement that gave up such a wait waits no second time: it locks the rows that are free
+// with SKIP LOCKED, settles those together, and fails the held ones at once with ErrRowHeld
+// (they are held back and retried as above). Every statement the
 // engine runs on its own behalf has a deadline (StatementTimeout, default 30 s), so nothing
 // blocks a subscription's close forever. When a subscription stops, the rows it claimed but
 // did not hand out are given back at once, so what has finished settles without waiting for

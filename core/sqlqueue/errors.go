@@ -46,3 +46,25 @@ func (e *ColumnError) Error() string {
 	}
 	return fmt.Sprintf("sqlqueue: table %s, column %s (%s): %s", e.Table, e.Column, e.Role, e.Reason)
 }
+
+// ErrRowHeld is the error of a settlement whose row another session held locked: after a
+// grouped settlement waited out the lock timeout, the rows that were free were settled and the
+// held ones failed at once, without waiting again. Test for it with errors.Is.
+var ErrRowHeld = errors.New("sqlqueue: row locked by another session")
+
+// RowHeldError is ErrRowHeld for one delivery.
+type RowHeldError struct {
+	// Queue and Table name where the row lives.
+	Queue, Table string
+	// ID and Attempt identify the delivery.
+	ID      int64
+	Attempt int
+}
+
+func (e *RowHeldError) Error() string {
+	return "sqlqueue: queue " + strconv.Quote(e.Queue) + " on table " + e.Table + ": row " + strconv.FormatInt(e.ID, 10) +
+		" (attempt " + strconv.Itoa(e.Attempt) + ") is locked by another session; the settlement is retried"
+}
+
+// Is reports ErrRowHeld.
+func (e *RowHeldError) Is(target error) bool { return target == ErrRowHeld }

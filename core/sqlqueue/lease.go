@@ -18,7 +18,7 @@ import (
 //     settles what has finished and claims the next batch in one transaction;
 //   - settling (lease_settle.go): Finish queues a finished delivery, and the settler goroutine
 //     flushes the queue in grouped transactions when a claim's worth has finished, when every
-//     claimed delivery has, or after the linger;
+//     claimed delivery has and no claim cycle is coming, or after the linger;
 //   - extending (lease_extend.go): the extender goroutine renews the leases of the deliveries
 //     still being handled, at half the lease.
 //
@@ -40,6 +40,7 @@ type lease struct {
 	stopping bool
 	watch    sync.Once
 	giving   sync.Mutex // held while giving back
+	failed   bool       // Next returned an error last (l.idle is set)
 	claimBuf []Claimed
 	out      outage // while the database does not answer
 	// the rescue of lapsed claims (lease_rescue.go), used by Next only
@@ -61,6 +62,11 @@ type lease struct {
 	queue  []item
 	queued time.Time // when the oldest queued item arrived
 	signal chan struct{}
+	// what the settler needs to know to leave a claim cycle's work to it (lease_settle.go's
+	// flushDueLocked), under qmu
+	timing  bool // the settler's linger timer is armed for what is queued
+	idle    bool // Next waits for rows: no claim cycle is coming before a wake-up or the poll
+	stopped bool // the subscription stopped pulling: no claim cycle is coming at all
 
 	stop    chan struct{}
 	running sync.WaitGroup // the settler and the extender
@@ -100,6 +106,21 @@ func newLease(rt *runtime) *lease {
 // Next hands out the next claimed delivery; when none is left it settles what has finished
 // and claims the next batch, in one transaction.
 func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
+	if l.failed {
+		l.failed = false
+		l.setIdle(false)
+	}
+	d, err := l.next(ctx)
+	if err != nil {
+		// Core waits (a backoff, or for good) before it calls again: no claim cycle is coming
+		// meanwhile to take what finishes.
+		l.failed = true
+		l.setIdle(true)
+	}
+	return d, err
+}
+
+func (l *lease) next(ctx context.Context) (core.Delivery, error) {
 	// Core stops pulling by cancelling this context, and may never call Next again: the rows
 	// claimed but not handed out go back at once, so that what has finished settles without
 	// waiting for them.
@@ -125,7 +146,10 @@ func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 		woken := l.rt.wake.wait()
 		b, err := l.cycle(ctx)
 		if l.rt.connLost(err) {
-			if err := l.rt.awaitServer(ctx, &l.out, err); err != nil {
+			l.setIdle(true) // no claim cycle until the server answers
+			err := l.rt.awaitServer(ctx, &l.out, err)
+			l.setIdle(false)
+			if err != nil {
 				return nil, err
 			}
 			continue
@@ -144,10 +168,18 @@ func (l *lease) Next(ctx context.Context) (core.Delivery, error) {
 			}
 			continue
 		}
-		if err := l.rt.waitReady(ctx, woken, nil); err != nil {
+		if err := l.waitReady(ctx, woken); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// waitReady waits for rows (the poll interval, a wake-up). Meanwhile no claim cycle takes what
+// has finished: the settler flushes it as soon as every claimed delivery has.
+func (l *lease) waitReady(ctx context.Context, woken <-chan struct{}) error {
+	l.setIdle(true)
+	defer l.setIdle(false)
+	return l.rt.waitReady(ctx, woken, nil)
 }
 
 // cycle settles what has finished and claims: a lapsed row when one is due to be rescued
@@ -304,6 +336,7 @@ func (l *lease) giveBack() error {
 	// Close's call waits for the stop's: the rows are released before the source is closed.
 	l.giving.Lock()
 	defer l.giving.Unlock()
+	l.setStopped()
 	l.srcMu.Lock()
 	l.stopping = true
 	var rest []*delivery

@@ -34,7 +34,7 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 	lost := make([]bool, len(items))
 	if err := l.settleIn(sctx, tx, items, lost, rt.now()); err != nil {
 		_ = tx.Rollback(sctx)
-		l.flush(items)
+		l.flushFailed(items, err)
 		return l.claim(ctx)
 	}
 	p := l.params(rt.now())
@@ -86,7 +86,7 @@ func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, ok 
 		rt.log.Warn("sqlqueue: a pipelined settle-and-claim failed; settling its deliveries on their own",
 			"queue", rt.q.name, "deliveries", len(items), "error", err)
 	}
-	l.flush(items)
+	l.flushFailed(items, err)
 	b, err = l.claim(ctx)
 	return b, true, err
 }

@@ -107,6 +107,37 @@ func (l *lease) extend() time.Duration {
 	return next
 }
 
+// lockRows locks the rows of ds in tx (RowLocking only) and returns the ids it holds: skipping
+// the rows another session holds, or, with wait, waiting for them within the lock timeout.
+func (l *lease) lockRows(ctx context.Context, tx Queryer, ds []*delivery, wait bool) (map[int64]bool, error) {
+	rt := l.rt
+	sql := rt.st.lockIDs.sql(len(ds))
+	if wait {
+		sql = rt.st.waitIDs.sql(len(ds))
+	}
+	args := make([]any, len(ds))
+	for i, d := range ds {
+		args[i] = d.id
+	}
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	got := make(map[int64]bool, len(ds))
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		got[id] = true
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
 // renew extends the leases of ds in one transaction. With RowLocking it first locks their rows
 // (skipping, unless wait, the rows another session holds: those are returned in held), and
 // takes the new lease end from the clock only once it holds them, so that an end computed
@@ -124,28 +155,8 @@ func (l *lease) renew(ctx context.Context, ds []*delivery, wait bool) (held []*d
 	}()
 	mine := ds
 	if rt.rowLocks != nil {
-		sql := rt.st.lockIDs.sql(len(ds))
-		if wait {
-			sql = rt.st.waitIDs.sql(len(ds))
-		}
-		args := make([]any, len(ds))
-		for i, d := range ds {
-			args[i] = d.id
-		}
-		rows, err := tx.Query(ctx, sql, args...)
+		got, err := l.lockRows(ctx, tx, ds, wait)
 		if err != nil {
-			return nil, err
-		}
-		got := make(map[int64]bool, len(ds))
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			got[id] = true
-		}
-		if err := rows.Close(); err != nil {
 			return nil, err
 		}
 		mine = make([]*delivery, 0, len(ds))

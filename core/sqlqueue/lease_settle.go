@@ -2,6 +2,7 @@ package sqlqueue
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/settlehq/settle/core"
@@ -11,7 +12,8 @@ import (
 // This file is the lease form's grouped settlement: Finish queues finished deliveries, and the
 // settler goroutine flushes them (one token-fenced statement per token for acks and drops, the
 // others one by one, in one transaction) when a claim's worth has finished, when every claimed
-// delivery has, or after the linger. A claim cycle takes what is queued too (lease_claim.go).
+// delivery has and no claim cycle is coming, or after the linger. A claim cycle takes what is
+// queued too (lease_claim.go).
 
 // enqueue queues a finished delivery for the settler.
 func (l *lease) enqueue(it item) {
@@ -22,13 +24,53 @@ func (l *lease) enqueue(it item) {
 	}
 	l.queue = append(l.queue, it)
 	n := len(l.queue)
+	// Wake the settler only when it has something to decide: a first item when its linger
+	// timer is not armed already (to time the linger), or a flush that is due now.
+	wake := (n == 1 && !l.timing) || l.flushDueLocked(n)
+	l.qmu.Unlock()
+	if wake {
+		l.poke()
+	}
+}
+
+// flushDueLocked reports whether the n queued items are to be flushed now rather than after
+// the linger; l.qmu is held. A claim's worth is. So is everything claimed, when no claim cycle
+// is coming to take it (Next waits for rows, or the subscription stopped pulling); otherwise
+// a claimant is about to cycle (every claimed delivery has finished, so the workers are free
+// and one of them is in or on its way to Next), and its claim transaction settles them: a
+// flush of the settler's own would spend a transaction (a commit, on SQLite a sync and the
+// file's write lock) on what the claim does anyway, and race it.
+func (l *lease) flushDueLocked(n int) bool {
 	l.mu.Lock()
 	all := n >= l.outstanding
 	l.mu.Unlock()
+	if all {
+		return l.idle || l.stopped
+	}
+	return n >= min(l.rt.cfg.maxFlush, int(l.size.Load()))
+}
+
+// setIdle records whether Next waits for rows; going idle wakes the settler when what is
+// queued is due now that no claim cycle is coming.
+func (l *lease) setIdle(idle bool) {
+	l.qmu.Lock()
+	l.idle = idle
+	l.pokeIfDueLocked()
+}
+
+// setStopped records that the subscription stopped pulling (no claim cycle is coming any
+// more), and wakes the settler when what is queued is due now.
+func (l *lease) setStopped() {
+	l.qmu.Lock()
+	l.stopped = true
+	l.pokeIfDueLocked()
+}
+
+// pokeIfDueLocked releases l.qmu and wakes the settler when what is queued is due now.
+func (l *lease) pokeIfDueLocked() {
+	due := len(l.queue) > 0 && l.flushDueLocked(len(l.queue))
 	l.qmu.Unlock()
-	// Wake the settler only when it has something to decide: a first item (to time its
-	// linger), a full flush, or nothing else outstanding.
-	if n == 1 || all || n >= min(rt.cfg.maxFlush, int(l.size.Load())) {
+	if due {
 		l.poke()
 	}
 }
@@ -76,17 +118,17 @@ func (l *lease) settler() {
 		}
 	}()
 	for {
-		force := false
 		select {
 		case <-l.signal:
 		case <-lingerC:
+			// The linger of the oldest item queued when the timer was armed is over; a claim
+			// cycle may have taken that one since, and the oldest now lingers on.
 			lingerC = nil
-			force = true
 		case <-l.stop:
 			l.flushReady(true)
 			return
 		}
-		wait := l.flushReady(force)
+		wait := l.flushReady(false)
 		if wait > 0 {
 			if lingerC == nil {
 				if linger == nil {
@@ -103,22 +145,21 @@ func (l *lease) settler() {
 	}
 }
 
-// flushReady flushes what is queued when it should go now, and otherwise returns how long the
-// oldest item may still wait.
+// flushReady flushes what is queued when it should go now (force: all of it), and otherwise
+// returns how long the oldest item may still wait (the settler times it: l.timing).
 func (l *lease) flushReady(force bool) time.Duration {
 	rt := l.rt
 	for {
 		l.qmu.Lock()
 		n := len(l.queue)
 		if n == 0 {
+			l.timing = false
 			l.qmu.Unlock()
 			return 0
 		}
-		l.mu.Lock()
-		all := n >= l.outstanding
-		l.mu.Unlock()
 		waited := rt.clock.Now().Sub(l.queued)
-		if !force && !all && n < min(rt.cfg.maxFlush, int(l.size.Load())) && waited < rt.cfg.linger {
+		if !force && waited < rt.cfg.linger && !l.flushDueLocked(n) {
+			l.timing = true
 			l.qmu.Unlock()
 			return rt.cfg.linger - waited
 		}
@@ -143,6 +184,15 @@ func (l *lease) flush(items []item) {
 		clear(lost)
 		err = l.flushEach(ctx, items, lost, now)
 	}
+	if err != nil && err != errMismatch && rt.rowLocks != nil {
+		// Most often one row is held by another session and the group waited out the lock
+		// timeout for it. Settling each row on its own would wait for that row once more (and
+		// InnoDB's timeout runs up to a second over), with every row queued behind it: take the
+		// rows that are free without waiting, settle those together, and fail only the held.
+		if l.flushFree(ctx, items) {
+			return
+		}
+	}
 	if err != nil && len(items) > 1 {
 		for i := range items {
 			one := items[i : i+1]
@@ -152,6 +202,69 @@ func (l *lease) flush(items []item) {
 		return
 	}
 	l.report(items, lost, err)
+}
+
+// flushFailed settles items whose grouped settlement just failed with err. When that was not a
+// row count (a lost lease, which flush finds), it was most often a row held by another session,
+// whose lock timeout the group has just waited out: the free rows are settled at once and the
+// held ones failed (flushFree), without waiting for the lock a second time.
+func (l *lease) flushFailed(items []item, err error) {
+	if l.rt.rowLocks != nil && err != errMismatch && !errors.Is(err, ErrRowCount) {
+		ctx, cancel := l.rt.background(context.Background())
+		done := l.flushFree(ctx, items)
+		cancel()
+		if done {
+			return
+		}
+	}
+	l.flush(items)
+}
+
+// flushFree settles, in one transaction, the items whose rows it can lock without waiting, and
+// fails the others at once with ErrRowHeld (their settlements are retried like any failed one).
+// It reports false, having settled nothing, when it could not tell (a statement failed, or a
+// grouped statement matched fewer rows than it names): the caller then settles item by item.
+func (l *lease) flushFree(ctx context.Context, items []item) bool {
+	rt := l.rt
+	tx, err := rt.begin(ctx)
+	if err != nil {
+		return false
+	}
+	ds := make([]*delivery, len(items))
+	for i, it := range items {
+		ds[i] = it.d
+	}
+	got, err := l.lockRows(ctx, tx, ds, false)
+	if err != nil {
+		_ = tx.Rollback(ctx)
+		return false
+	}
+	var free, held []item
+	for _, it := range items {
+		if got[it.d.id] {
+			free = append(free, it)
+		} else {
+			held = append(held, it)
+		}
+	}
+	if len(held) == 0 {
+		// Nothing held now: the group failed for another reason (or the holder is gone).
+		_ = tx.Rollback(ctx)
+		return false
+	}
+	lost := make([]bool, len(free))
+	if err := l.settleIn(ctx, tx, free, lost, rt.now()); err != nil {
+		_ = tx.Rollback(ctx)
+		return false
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false
+	}
+	l.report(free, lost, nil)
+	for _, it := range held {
+		l.report([]item{it}, nil, &RowHeldError{Queue: rt.q.name, Table: rt.table, ID: it.d.id, Attempt: it.d.attempt})
+	}
+	return true
 }
 
 // report tells core how items were settled: err for all, or per item lost (nil lost: none) or
@@ -167,16 +280,10 @@ func (l *lease) report(items []item, lost []bool, err error) {
 		}
 		l.done(it.d, it.v, e, it.settled)
 	}
-	// Fewer outstanding: what is queued may now be all there is, which flushes at once.
+	// Fewer outstanding: what is queued may now be all there is, which flushes at once when no
+	// claim cycle is coming.
 	l.qmu.Lock()
-	n := len(l.queue)
-	l.qmu.Unlock()
-	l.mu.Lock()
-	all := n > 0 && n >= l.outstanding
-	l.mu.Unlock()
-	if all {
-		l.poke()
-	}
+	l.pokeIfDueLocked()
 }
 
 type mismatch struct{}

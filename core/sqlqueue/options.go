@@ -182,7 +182,8 @@ func PerMessage() core.Option {
 // FlushLimits bounds grouped settlement in the lease form: one flush settles at most max
 // deliveries, and a finished delivery waits at most linger (on the App's clock) for others to
 // share its flush. A flush also starts at once when every claimed delivery of the subscription
-// has finished. Defaults: 500 and 20 ms.
+// has finished and no claim is coming to settle them in its own transaction (the claimant waits
+// for rows, or the subscription is stopping). Defaults: 500 and 20 ms.
 func FlushLimits(max int, linger time.Duration) core.Option {
 	return option("sqlqueue.FlushLimits", func(c *config) error {
 		if max < 1 {

@@ -195,6 +195,20 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 		s.ClaimHint = hint
 		rt.s = &s
 	}
+	if gd, ok := q.d.(GroupOrder); ok && q.schema.Group != "" {
+		ordered, err := gd.GroupOrdered(ctx, q.db, q.schema.Table)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sqlqueue: queue %q: looking for the index of table %s its claims read: %w", q.name, rt.table, err)
+		}
+		if ordered {
+			s := *rt.s
+			s.GroupOrder = true
+			rt.s = &s
+		} else {
+			rt.log.Warn("sqlqueue: no index of the queue table starts with its group and id columns (the ready index of the dialect's CreateTable); its claims may read the table through the primary key, past every processed row and dead letter in front of the ready ones",
+				"queue", q.name, "group", q.schema.Group)
+		}
+	}
 	rt.keys = rt.table
 	if ti, ok := q.d.(TableIdentity); ok && q.form == FormAdvisory {
 		ref, err := ti.CanonicalTable(ctx, q.db, q.schema.Table.Ref())

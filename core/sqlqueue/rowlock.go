@@ -3,6 +3,7 @@ package sqlqueue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,10 @@ import (
 // handed out one at a time, each handler's writes behind a savepoint.
 type rowLock struct {
 	rt       *runtime
-	group    bool // the dialect settles a claim's acks and drops with one statement
+	group    bool              // the dialect settles a claim's acks and drops with one statement
+	byIDs    GroupedRowLockSQL // the dialect spells that statement (nil: rt.st.doneIDs) …
+	byIDsSQL byCount           // … once per number of ids
+	byArray  string            // or spells it with the ids as one array (GroupedRowLockArray)
 	claimBuf []Claimed
 	ready    chan struct{} // a batch may hand out its next row (transactional mode)
 	out      outage        // while the database does not answer
@@ -61,6 +65,15 @@ type rlBatch struct {
 func newRowLock(rt *runtime) *rowLock {
 	g, ok := rt.d.(GroupedRowLock)
 	r := &rowLock{rt: rt, group: ok && g.GroupRowLockSettlements(), ready: make(chan struct{}, 1)}
+	if gs, ok := rt.d.(GroupedRowLockSQL); ok && r.group {
+		r.byIDs = gs
+	} else if ga, ok := rt.d.(GroupedRowLockArray); ok && r.group {
+		mark := ""
+		if rt.st.doneMark {
+			mark = rt.s.ProcessedAt
+		}
+		r.byArray = ga.SettleByIDArray(rt.s.QTable, rt.s.ID, mark)
+	}
 	r.busy.idle = r.ready
 	r.size.Store(1)
 	return r
@@ -249,37 +262,63 @@ func (r *rowLock) grouped(v core.Verdict) bool {
 	return r.group && isDone(v.Action) && !cfg.transactional && !cfg.perMessage && r.rt.eventFor(v.Action) == nil
 }
 
-// settleGrouped runs the grouped acks and drops of a finished claim in its transaction.
+// settleGrouped runs the grouped acks and drops of a finished claim in its transaction: their
+// ids in ascending order, at most the flush size per statement, each statement matching every
+// row it names.
 func (r *rowLock) settleGrouped(ctx context.Context, b *rlBatch) error {
 	rt := r.rt
-	var args []any
-	ids := 0
-	run := func() error {
-		if ids == 0 {
-			return nil
-		}
-		res, err := b.tx.Exec(ctx, rt.st.doneIDs.sql(ids), args...)
-		if err == nil && res.RowsAffected != int64(ids) {
-			err = fmt.Errorf("sqlqueue: queue %q on table %s: settling %d claimed rows matched %d", rt.q.name, rt.table, ids, res.RowsAffected)
-		}
-		args, ids = args[:0], 0
-		return err
-	}
+	ids := make([]int64, 0, len(b.results))
 	for _, it := range b.results {
-		if !r.grouped(it.v) {
-			continue
+		if r.grouped(it.v) {
+			ids = append(ids, it.d.id)
 		}
-		if ids == 0 && rt.st.doneMark {
+	}
+	slices.Sort(ids)
+	for part := range slices.Chunk(ids, rt.cfg.maxFlush) {
+		sql, args := r.groupedStatement(part)
+		res, err := b.tx.Exec(ctx, sql, args...)
+		if err == nil && res.RowsAffected != int64(len(part)) {
+			err = fmt.Errorf("sqlqueue: queue %q on table %s: settling %d claimed rows matched %d", rt.q.name, rt.table, len(part), res.RowsAffected)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupedStatement is the statement that settles ids, with its arguments: the dialect's own
+// (GroupedRowLockSQL: the ids, then the time where the table marks processed_at; or
+// GroupedRowLockArray: the ids as one array, then the time), or the engine's IN-list (the time,
+// then the ids).
+func (r *rowLock) groupedStatement(ids []int64) (string, []any) {
+	rt := r.rt
+	args := make([]any, 0, len(ids)+1)
+	switch {
+	case r.byIDs != nil:
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		if rt.st.doneMark {
 			args = append(args, rt.d.Time(rt.now()))
 		}
-		args = append(args, it.d.id)
-		if ids++; ids == rt.cfg.maxFlush {
-			if err := run(); err != nil {
-				return err
-			}
+		return r.byIDsSQL.get(len(ids), func(n int) string {
+			return r.byIDs.SettleByIDs(rt.s.QTable, rt.s.ID, rt.s.ProcessedAt, n)
+		}), args
+	case r.byArray != "":
+		args = append(args, ids)
+		if rt.st.doneMark {
+			args = append(args, rt.d.Time(rt.now()))
 		}
+		return r.byArray, args
 	}
-	return run()
+	if rt.st.doneMark {
+		args = append(args, rt.d.Time(rt.now()))
+	}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return rt.st.doneIDs.sql(len(ids)), args
 }
 
 // commit ends a batch whose rows are all finished and reports every settlement.

@@ -75,7 +75,7 @@ func (rt *runtime) render() error {
 		if rt.rowLocks != nil {
 			lock = rt.rowLocks.LockClause(true)
 		}
-		rt.lapsedProbe = "SELECT " + s.ID + " FROM " + s.ClaimFrom() + " WHERE " + lapsed.ready(FormLease, b) + " ORDER BY " + s.ID + " LIMIT 1" + lock
+		rt.lapsedProbe = "SELECT " + s.ID + " FROM " + s.ClaimFrom() + " WHERE " + lapsed.ready(FormLease, b) + " ORDER BY " + s.order() + " LIMIT 1" + lock
 		rt.lapsedProbeB = b
 	case f == FormRowLock:
 		c, err := rt.q.rowLock.RowLockClaim(s)
@@ -234,7 +234,7 @@ func (rt *runtime) renderStatements(counted bool) statements {
 		lock := rt.rowLocks.LockClause(true)
 		b := &binder{d: d}
 		st.countSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.ClaimFrom() + " WHERE " + s.ready(FormRowLock, b) +
-			" ORDER BY " + s.ID + " LIMIT " + b.ph(slotLimit) + lock
+			" ORDER BY " + s.order() + " LIMIT " + b.ph(slotLimit) + lock
 		st.countB = b
 		// relock takes the rows count just counted (and marked): not by their mark.
 		unmarked := *s
@@ -245,7 +245,7 @@ func (rt *runtime) renderStatements(counted bool) statements {
 			lapsed.Lapsed = true
 			lb := &binder{d: d}
 			st.lapsedSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.ClaimFrom() + " WHERE " + lapsed.ready(FormRowLock, lb) +
-				" ORDER BY " + s.ID + " LIMIT " + lb.ph(slotLimit) + lock
+				" ORDER BY " + s.order() + " LIMIT " + lb.ph(slotLimit) + lock
 			st.lapsedB = lb
 			st.untakeIDs = newInList(d, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" - 1, "+s.LockedUntil+" = NULL WHERE "+s.ID+" IN (", ")", 1)
 		} else {
@@ -272,7 +272,7 @@ func (rt *runtime) renderStatements(counted bool) statements {
 			taken = "CASE WHEN " + s.LockedUntil + " IS NULL THEN 0 ELSE 1 END"
 		}
 		st.candidates = "SELECT " + s.ID + ", " + ad.KeyText(key) + ", " + taken + " FROM " + s.QTable + " WHERE " + where +
-			" ORDER BY " + s.ID + " LIMIT " + b.ph(slotLimit)
+			" ORDER BY " + s.order() + " LIMIT " + b.ph(slotLimit)
 		st.candB = b
 		tb := &binder{d: d}
 		var set []string

@@ -215,6 +215,12 @@ type Schema struct {
 	// sets it from a ClaimIndex dialect when a subscription starts, so that every claim of the
 	// table reaches its rows through one index. "" for other dialects.
 	ClaimHint string
+	// GroupOrder is set by the engine, when a subscription starts, for a GroupOrder dialect
+	// whose table has an index on (group, id): the statements that look for ready rows then
+	// compare the group as a range of one value and order by group, id (see GroupOrder). A
+	// LeaseClaim or RowLockClaim rendered with the engine's claim helpers follows it; a dialect
+	// that spells its own claim may ignore it.
+	GroupOrder bool
 	// Lapsed is set on the schema of a rescue claim: a ready row is then one whose claim
 	// lapsed without a settlement (lease form: locked_until set and past; row lock: the mark a
 	// counted claim set), where otherwise it is one no claim holds or marks (locked_until
