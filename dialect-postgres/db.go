@@ -125,6 +125,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*DB, error) {
 	db := &DB{pool: pool, notify: o.notify, keyFunc: o.keyFunc, log: o.log, clock: o.clock}
 	db.adapter = &poolDB{pool: pool}
 	d := newDialect(db.keyFunc)
+	d.log = o.log
 	if db.notify {
 		db.dialect = &notifyDialect{dialect: d, db: db}
 	} else {

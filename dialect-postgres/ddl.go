@@ -46,21 +46,32 @@ func TableDDL(t sqlqueue.Table) (string, error) {
 	table := s.QTable
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "CREATE TABLE IF NOT EXISTS %s (\n%s\n)", table, strings.Join(cols, ",\n"))
-	if s.Group != "" || s.ProcessedAt != "" {
-		idx := t.Name + "_ready"
-		if len(idx) > maxIdent {
-			idx = idx[:maxIdent]
-		}
-		keys := s.ID
-		if s.Group != "" {
-			keys = s.Group + ", " + keys
-		}
-		fmt.Fprintf(&sb, ";\nCREATE INDEX IF NOT EXISTS %s ON %s (%s)", pgx.Identifier{idx}.Sanitize(), table, keys)
-		if s.ProcessedAt != "" {
-			fmt.Fprintf(&sb, " WHERE %s IS NULL", s.ProcessedAt)
-		}
+	if idx := readyIndex(t, s); idx != "" {
+		sb.WriteString(";\n" + idx)
 	}
 	return sb.String(), nil
+}
+
+// readyIndex is the CREATE INDEX of the index t's claims scan (s is t spelled by the dialect):
+// (group, id) WHERE processed_at IS NULL, without the group or the predicate where t has no
+// such column; "" when t has neither (the primary key is then the ready index).
+func readyIndex(t sqlqueue.Table, s *sqlqueue.Schema) string {
+	if s.Group == "" && s.ProcessedAt == "" {
+		return ""
+	}
+	idx := t.Name + "_ready"
+	if len(idx) > maxIdent {
+		idx = idx[:maxIdent]
+	}
+	keys := s.ID
+	if s.Group != "" {
+		keys = s.Group + ", " + keys
+	}
+	ddl := fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", pgx.Identifier{idx}.Sanitize(), s.QTable, keys)
+	if s.ProcessedAt != "" {
+		ddl += fmt.Sprintf(" WHERE %s IS NULL", s.ProcessedAt)
+	}
+	return ddl
 }
 
 // CreateTable creates the queue table t (see TableDDL) if it does not exist.

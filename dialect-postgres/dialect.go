@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,8 @@ type dialect struct {
 	keyFunc string
 	// lockSQL and unlockSQL are rendered once from keyFunc.
 	lockSQL, unlockSQL string
+	// log is the DB's logger (nil: nothing is logged).
+	log *slog.Logger
 }
 
 func newDialect(keyFunc string) *dialect {
@@ -241,8 +244,19 @@ func (*dialect) KeyText(expr string) string {
 }
 
 // GroupRowLockSettlements: a claim's acks and drops run as one DELETE (or UPDATE) … WHERE id
-// IN (…) at its commit; PostgreSQL locks exactly the rows it names.
+// = ANY($1) at its commit (SettleByIDArray); PostgreSQL locks exactly the rows it names.
 func (*dialect) GroupRowLockSettlements() bool { return true }
+
+var _ sqlqueue.GroupedRowLockArray = (*dialect)(nil)
+
+// SettleByIDArray spells a claim's grouped settlement with its ids as one bigint[] argument:
+// pgx encodes, and the server binds, one value instead of one per row (the IN-list's).
+func (*dialect) SettleByIDArray(qtable, id, mark string) string {
+	if mark == "" {
+		return "DELETE FROM " + qtable + " WHERE " + id + " = ANY($1)"
+	}
+	return "UPDATE " + qtable + " SET " + mark + " = $2 WHERE " + id + " = ANY($1)"
+}
 
 // KeyFree skips rows whose advisory key any session holds: the key's bigint, as keyFunc makes
 // it, is not among the advisory locks pg_locks lists for this database. (A bigint lock shows

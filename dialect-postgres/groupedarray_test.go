@@ -1,0 +1,125 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue"
+	postgres "github.com/settlehq/settle/dialect-postgres"
+)
+
+// stmtTracer records every statement a pool runs, with its number of arguments.
+type stmtTracer struct {
+	mu    sync.Mutex
+	stmts []tracedStmt
+}
+
+type tracedStmt struct {
+	sql  string
+	args []any
+}
+
+func (s *stmtTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	s.stmts = append(s.stmts, tracedStmt{sql: d.SQL, args: d.Args})
+	s.mu.Unlock()
+	return ctx
+}
+
+func (s *stmtTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A row-lock claim's acks settle with one statement that takes the claim's ids as one bigint[]
+// argument (= ANY($1)), not one argument per row: the server binds one value. With processed_at
+// the statement marks the rows instead of deleting them.
+func TestRowLockSettlesByIDArray(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		table sqlqueue.Table
+		group string
+		verb  string
+		args  int
+	}{
+		{"delete", plainTable("jobs"), "", "DELETE", 1},
+		{"processed_at", sqlqueue.StandardTable("jobs"), "q", "UPDATE", 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := setup(t)
+			tr := &stmtTracer{}
+			db := dbTracedBy(t, e, tr)
+			if err := db.CreateTable(context.Background(), c.table); err != nil {
+				t.Fatal(err)
+			}
+			const n = 120
+			if c.group == "" {
+				e.exec(`INSERT INTO jobs (payload) SELECT '{}' FROM generate_series(1, 120)`)
+			} else {
+				e.exec(`INSERT INTO jobs (payload, grp) SELECT '{}', 'q' FROM generate_series(1, 120)`)
+			}
+			ep, err := postgres.RowLock(db, c.table, c.group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			settled := make(chan core.Settlement, n)
+			a := core.New(core.WithoutSignals(), core.WithLogger(testLogger()),
+				core.WithObserver(func(s core.Settlement) { settled <- s }))
+			a.Register(db)
+			if err := core.Subscribe(a, ep, func(context.Context, *core.Message[json.RawMessage]) error { return nil },
+				sqlqueue.BatchSize(50)); err != nil {
+				t.Fatal(err)
+			}
+			runCtx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- a.Run(runCtx) }()
+			for range n {
+				select {
+				case s := <-settled:
+					if s.Err != nil {
+						t.Fatalf("settlement: %v", s.Err)
+					}
+				case <-time.After(waitTimeout):
+					t.Fatal("no settlement")
+				}
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			want := 0
+			if c.group != "" {
+				want = e.count(`SELECT count(*) FROM jobs WHERE processed_at IS NOT NULL`)
+			} else {
+				want = n - e.count(`SELECT count(*) FROM jobs`)
+			}
+			if want != n {
+				t.Fatalf("%d of %d rows settled in the table", want, n)
+			}
+			tr.mu.Lock()
+			defer tr.mu.Unlock()
+			var settles, ids int
+			for _, s := range tr.stmts {
+				if !strings.HasPrefix(s.sql, c.verb) || !strings.Contains(s.sql, "jobs") {
+					continue
+				}
+				if !strings.Contains(s.sql, "= ANY($1)") || len(s.args) != c.args {
+					t.Errorf("grouped settlement %q with %d arguments; want … = ANY($1) with %d", s.sql, len(s.args), c.args)
+					continue
+				}
+				arr, ok := s.args[0].([]int64)
+				if !ok {
+					t.Fatalf("first argument %T; want []int64", s.args[0])
+				}
+				settles++
+				ids += len(arr)
+			}
+			if ids != n || settles < 3 {
+				t.Errorf("%d grouped settlements of %d ids; want every one of the %d rows, in one statement per claim (the claims ramp: at least 3)", settles, ids, n)
+			}
+		})
+	}
+}
