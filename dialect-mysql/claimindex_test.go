@@ -25,7 +25,7 @@ func TestClaimIndexHint(t *testing.T) {
 			t.Fatal(err)
 		}
 		var logs bytes.Buffer
-		d := newDialect(MariaDB, slog.New(slog.NewTextHandler(&logs, nil)))
+		d := newDialect(Version{Flavour: MariaDB}, slog.New(slog.NewTextHandler(&logs, nil)))
 		q := db.Queue()
 		hint, err := d.ClaimIndexHint(ctx, q, sqlqueue.TableRef{Name: "jobs"}, []string{"grp", "processed_at"})
 		if err != nil || hint != " FORCE INDEX (`jobs_ready`)" {

@@ -17,7 +17,7 @@ func fixture(s testServer, flavour Flavour) sqlqueuetest.Open {
 	return func(t *testing.T) *sqlqueuetest.Fixture {
 		db := openDB(t, s)
 		if flavour != 0 {
-			db.dialect = newDialect(flavour, nil)
+			db.dialect = newDialect(Version{Flavour: flavour}, nil)
 		}
 		// The suite's DSNs set parseTime=true; without it the driver returns DATETIME(6) text.
 		own := sqlqueuetest.SQLTables{DB: db.Pool(), Dialect: db.Dialect(), ParseTime: func(s string) (time.Time, error) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/settlehq/settle/core"
@@ -222,7 +223,7 @@ func checkFoundRows(ctx context.Context, pool *sql.DB) error {
 
 func newDB(pool *sql.DB, owned bool, v Version, database string, o options, txOpts *sql.TxOptions) *DB {
 	db := &DB{pool: pool, owned: owned, version: v, database: database, iso: o.iso, txOpts: txOpts, log: o.log, clock: o.clock}
-	db.dialect = newDialect(v.Flavour, o.log)
+	db.dialect = newDialect(v, o.log)
 	db.q = &queueDB{db: db}
 	return db
 }
@@ -287,7 +288,7 @@ func (q *queueDB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	if err != nil {
 		return nil, edgeErr(err)
 	}
-	return &txn{tx: tx, begin: q.db.beginSQL}, nil
+	return &txn{tx: tx, begin: q.db.beginSQL, perStatement: q.db.version.Flavour == MariaDB}, nil
 }
 
 func (db *DB) beginSQL(ctx context.Context) (*sql.Tx, error) { return db.pool.BeginTx(ctx, db.txOpts) }
@@ -311,12 +312,23 @@ func (q *queueDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 // claims, in one transaction). A replayed statement that matches a different number of rows
 // than the first time means the rows moved on; the replay is then abandoned and the claim's
 // error returned.
+//
+// On MariaDB, the engine's transactions bound their row-lock waits without a statement of their
+// own: the lock timeout the engine sets at the start of a transaction (LockTimeout) is not sent
+// but carried by each later statement of the transaction (SET STATEMENT … FOR, see
+// boundStatement), which saves a round trip per transaction (a lease cycle is five of them).
 type txn struct {
 	tx     *sql.Tx
 	begin  func(ctx context.Context) (*sql.Tx, error) // begins a replacement (restart); nil: none
 	log    []loggedExec
 	reads  bool // a query has run: what came before it can no longer be replayed
 	broken bool // a statement failed
+	// perStatement: the engine's transaction on MariaDB, which may carry the lock timeout on
+	// each statement; bound is then the "SET STATEMENT … FOR " that does, once the engine has
+	// set the lock timeout, and boundSet that statement of the engine's, not sent.
+	perStatement bool
+	bound        string
+	boundSet     string
 }
 
 type loggedExec struct {
@@ -328,7 +340,23 @@ type loggedExec struct {
 // errReplay is returned by restart when a replayed statement matched other rows.
 var errReplay = errors.New("mysql: replaying the transaction's statements matched other rows")
 
+// execSeen, when set (by tests only), is called with every statement a transaction runs.
+var execSeen atomic.Pointer[func(query string)]
+
 func (t *txn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
+	if f := execSeen.Load(); f != nil {
+		(*f)(q)
+	}
+	if t.perStatement && len(args) == 0 {
+		if n, ok := lockTimeoutOf(q); ok {
+			t.bound, t.boundSet = "SET STATEMENT innodb_lock_wait_timeout="+n+" FOR ", q
+			return sqlqueue.Result{}, nil
+		}
+	}
+	q, err := t.boundStatement(ctx, q)
+	if err != nil {
+		return sqlqueue.Result{}, err
+	}
 	r, err := result(t.tx.ExecContext(ctx, q, args...))
 	switch {
 	case err != nil:
@@ -341,7 +369,66 @@ func (t *txn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result,
 
 func (t *txn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {
 	t.reads = true
+	q, err := t.boundStatement(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	return rowsOf(t.tx.QueryContext(ctx, q, args...))
+}
+
+// lockTimeoutPrefix starts the statement LockTimeout returns.
+const lockTimeoutPrefix = "SET SESSION innodb_lock_wait_timeout = "
+
+// lockTimeoutOf returns the seconds of q when q is exactly a statement LockTimeout returns.
+func lockTimeoutOf(q string) (string, bool) {
+	n, ok := strings.CutPrefix(q, lockTimeoutPrefix)
+	if !ok || n == "" || len(n) > 10 {
+		return "", false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return n, true
+}
+
+// boundStatement returns q as it is to be sent in a transaction whose lock timeout is carried
+// per statement: prefixed with SET STATEMENT innodb_lock_wait_timeout=n FOR, which bounds that
+// statement's row-lock waits as the session's setting would and leaves the session's value as
+// it was. A statement that may not take the prefix (anything but a plain SELECT, INSERT,
+// REPLACE, UPDATE or DELETE: a custom event's CALL, a statement opening with a comment) sets
+// the session's lock timeout first, as the engine asked, and the rest of the transaction runs
+// as it is given.
+func (t *txn) boundStatement(ctx context.Context, q string) (string, error) {
+	if t.bound == "" {
+		return q, nil
+	}
+	if prefixable(q) {
+		return t.bound + q, nil
+	}
+	set := t.boundSet
+	t.bound, t.boundSet = "", ""
+	r, err := result(t.tx.ExecContext(ctx, set))
+	if err != nil {
+		t.broken = true
+		return q, err
+	}
+	if !t.reads && t.begin != nil {
+		t.log = append(t.log, loggedExec{sql: set, matched: r.RowsAffected})
+	}
+	return q, nil
+}
+
+// prefixable reports whether q starts with a keyword SET STATEMENT … FOR takes: SELECT,
+// INSERT, REPLACE, UPDATE or DELETE, followed by a space.
+func prefixable(q string) bool {
+	for _, kw := range [...]string{"SELECT ", "INSERT ", "REPLACE ", "UPDATE ", "DELETE "} {
+		if len(q) >= len(kw) && strings.EqualFold(q[:len(kw)], kw) {
+			return true
+		}
+	}
+	return false
 }
 
 // replayable reports whether restart could rebuild the transaction as it stands.

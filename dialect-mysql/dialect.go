@@ -18,6 +18,9 @@ import (
 type dialect struct {
 	flavour Flavour
 	log     *slog.Logger
+	// jsonTable: the server has JSON_TABLE, which the grouped settlement's derived table of
+	// ids uses (grouped.go); false for a dialect not yet bound to a server.
+	jsonTable bool
 }
 
 var (
@@ -93,11 +96,11 @@ func (d *dialect) DeleteByIDs(qtable string) string {
 // skipLocked follows a claim's SELECT: rows another claim holds are passed over, not waited for.
 const skipLocked = " FOR UPDATE SKIP LOCKED"
 
-func newDialect(f Flavour, log *slog.Logger) *dialect {
+func newDialect(v Version, log *slog.Logger) *dialect {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &dialect{flavour: f, log: log}
+	return &dialect{flavour: v.Flavour, log: log, jsonTable: v.hasJSONTable()}
 }
 
 // Family is sqlqueue.FamilyMySQL or sqlqueue.FamilyMariaDB, by the server's flavour.

@@ -16,7 +16,9 @@
 // All three forms are offered:
 //
 //	RowLock   SELECT … FOR UPDATE SKIP LOCKED in a READ COMMITTED transaction that stays
-//	          open; each delivery's statement runs in it; its commit settles the whole claim
+//	          open; retries, holds and custom events run in it as their deliveries finish,
+//	          the claim's acks and drops run as one statement at the end, and its commit
+//	          settles the whole claim
 //	Lease     SELECT … FOR UPDATE SKIP LOCKED, then UPDATE locked_until = token,
 //	          attempt = attempt + 1, commit; settlements are fenced by the token (DATETIME(6))
 //	Advisory  GET_LOCK(name, 0) on a dedicated connection per worker; the statement commits
@@ -54,6 +56,17 @@
 // The dialect therefore sends the engine's grouped settlements with FORCE INDEX (PRIMARY), and
 // checks at start-up that id is the table's primary key and that locked_until and retry_after
 // keep microseconds (DATETIME(6) or TIMESTAMP(6)); TableDDL writes such a table.
+//
+// The row-lock form settles a claim's acks and drops with one statement just before the claim
+// commits (sqlqueue.GroupedRowLockSQL), and not as "… WHERE id IN (…)": InnoDB reads such a list
+// as ranges of the primary key and locks the row just past each range before it finds that row
+// outside, and with concurrent claimants that row is often one another claim holds, so their
+// settlements waited on each other and deadlocked. The dialect's statement joins a derived table
+// of the ids, in ascending order, to the queue table (STRAIGHT_JOIN, FORCE INDEX (PRIMARY)):
+// each row is a unique primary-key lookup (eq_ref, whatever the statistics say), which locks
+// nothing the claim does not already hold, so the statement never waits. Should it fail all the
+// same, the claim's transaction rolls back as a whole: nothing of it is settled and its rows come
+// back to a later claim.
 //
 // Every claim of a table reads it through one index, pinned with FORCE INDEX: the index whose
 // first columns are the group and processed_at columns (TableDDL's table_ready), or the primary

@@ -18,7 +18,7 @@ import (
 )
 
 func TestByIDHintShapes(t *testing.T) {
-	d := newDialect(MariaDB, nil)
+	d := newDialect(Version{Flavour: MariaDB}, nil)
 	if got, want := d.UpdateByIDs("`s`.`jobs`"), "UPDATE `s`.`jobs` FORCE INDEX (PRIMARY)"; got != want {
 		t.Errorf("UpdateByIDs = %s; want %s", got, want)
 	}
@@ -171,7 +171,7 @@ func FuzzStatementHints(f *testing.F) {
 	local := &DB{pool: pool}
 	local.q = &queueDB{db: local}
 	server, scratch := scratchDatabase(f, coretest.Env(mariadbEnv, mariadbDefault))
-	d := newDialect(MariaDB, nil)
+	d := newDialect(Version{Flavour: MariaDB}, nil)
 	f.Fuzz(func(t *testing.T, text, schema, name, id string, drop uint8) {
 		send := func(how string, q sqlqueue.Queryer, query bool) {
 			var err error

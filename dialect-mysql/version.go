@@ -35,8 +35,10 @@ func (f Flavour) String() string {
 // Minimum versions: the first releases with SELECT … FOR UPDATE SKIP LOCKED (MySQL 8.0.1), and
 // the oldest MariaDB series settle is tested against (10.6; SKIP LOCKED came in 10.6.0).
 var (
-	minMySQL   = Version{Flavour: MySQL, Major: 8, Minor: 0, Patch: 1}
-	minMariaDB = Version{Flavour: MariaDB, Major: 10, Minor: 6, Patch: 0}
+	minMySQL = Version{Flavour: MySQL, Major: 8, Minor: 0, Patch: 1}
+	// jsonTableMySQL: the first MySQL with JSON_TABLE (MariaDB has it from 10.6, its minimum).
+	jsonTableMySQL = Version{Flavour: MySQL, Major: 8, Minor: 0, Patch: 4}
+	minMariaDB     = Version{Flavour: MariaDB, Major: 10, Minor: 6, Patch: 0}
 )
 
 // Version is a server's flavour and release, as parsed from SELECT VERSION().
@@ -90,6 +92,11 @@ func ParseVersion(s string) (Version, error) {
 		*dst[i] = n
 	}
 	return v, nil
+}
+
+// hasJSONTable reports whether the server has JSON_TABLE: MariaDB 10.6+ and MySQL 8.0.4+.
+func (v Version) hasJSONTable() bool {
+	return v.Flavour == MariaDB || !v.less(jsonTableMySQL)
 }
 
 // Supported returns nil when settle can run on v, and otherwise an error that names the
