@@ -283,15 +283,72 @@ func (c connector) Driver() driver.Driver                        { return c.drv 
 
 func newDB(pool *sql.DB, owned bool, path string, o options) *DB {
 	keys := sqlqueue.LocalKeysFor(path)
-	return &DB{pool: pool, owned: owned, q: &keyedDB{DB: sqlqueue.StdDB(pool), keys: keys},
+	return &DB{pool: pool, owned: owned, q: &keyedDB{DB: sqlqueue.StdDB(pool), pool: pool, keys: keys},
 		path: path, dialect: &dialect{keys: keys}, log: o.log, clock: o.clock}
 }
 
 // keyedDB is the pool as the engine sees it: database/sql's, with reserved connections that
-// give up their advisory keys when discarded.
+// give up their advisory keys when discarded, and transactions whose statements cost no
+// goroutine of their own (Begin).
 type keyedDB struct {
 	sqlqueue.DB
+	pool *sql.DB
 	keys *sqlqueue.LocalKeys
+}
+
+// Begin starts a transaction that ends, rolled back, when ctx does, as database/sql's do; its
+// BEGIN IMMEDIATE and the Exec statements in it are not given ctx itself but run to their end
+// once started, ctx being checked before each. mattn/go-sqlite3 runs a statement whose
+// context can end (every statement the engine runs has a deadline) on a goroutine of its own
+// and waits for it, to interrupt it when the context ends: a goroutine started and woken for
+// the BEGIN and for the settling DELETE of every lease claim cycle (bench/README.md,
+// "Defaults against raw loops"), for interrupting what needs no interrupting here. BEGIN
+// IMMEDIATE waits for the write lock in the busy handler, which an interrupt does not end
+// (the driver waits for the statement either way), and the transaction then holds the lock,
+// so its statements wait for nothing; the engine's writes in a transaction name their rows by
+// key. Queries keep ctx: the driver interrupts those without a goroutine.
+func (k *keyedDB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	tx, err := k.pool.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return nil, err
+	}
+	t := &engineTx{Transaction: sqlqueue.StdTx(tx), ctx: ctx}
+	t.stop = context.AfterFunc(ctx, func() { _ = tx.Rollback() })
+	return t, nil
+}
+
+// engineTx is a transaction Begin started: sqlqueue.StdTx's, whose Exec does not hand ctx to
+// the driver and whose end follows Begin's context.
+type engineTx struct {
+	sqlqueue.Transaction
+	ctx  context.Context // Begin's: its end rolls the transaction back
+	stop func() bool
+}
+
+func (t *engineTx) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return sqlqueue.Result{}, err
+	}
+	return t.Transaction.Exec(context.WithoutCancel(ctx), q, args...)
+}
+
+// Commit commits, unless Begin's context has ended (the transaction is rolled back, and its
+// error returned, as database/sql does).
+func (t *engineTx) Commit(ctx context.Context) error {
+	if !t.stop() {
+		if err := t.ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return t.Transaction.Commit(ctx)
+}
+
+func (t *engineTx) Rollback(ctx context.Context) error {
+	t.stop()
+	return t.Transaction.Rollback(ctx)
 }
 
 func (k *keyedDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {

@@ -20,6 +20,12 @@
 // handlers short. (Earlier versions queued the process's own writes on an in-process lock; it
 // bought nothing measurable and is gone: see bench/README.md.)
 //
+// The engine's transactions (claims, settlements, extensions) end, rolled back, when their
+// context does, but their BEGIN and writes are not interrupted once started: the driver would
+// run each on a goroutine of its own to be able to, and none of them waits for anything an
+// interrupt ends (the busy handler's wait for the write lock is not one). A Transactional
+// handler's own statements on the *sql.Tx keep their contexts.
+//
 // Throughput: the lease form settles a batch of deliveries in the transaction of the next
 // claim, one commit per batch. BenchmarkDrain drains rows through the service and through a
 // raw go-sqlite3 loop running the same statements in the same process:
