@@ -110,7 +110,8 @@ type rig struct {
 	done   chan error
 	cancel context.CancelFunc
 
-	refused atomic.Int64 // copy_refused events reported to the App
+	refused   atomic.Int64    // copy_refused events reported to the App
+	discarded chan core.Event // discarded events reported to the App (buffered; extra ones are counted, not kept)
 
 	mu     sync.Mutex
 	opened map[string]chan struct{}
@@ -162,15 +163,22 @@ func newRig(t *testing.T, s server, declare bool) *rig { return newRigLogging(t,
 // newRigLogging is newRig whose App logs through wrap(the rig's Logs) when wrap is not nil.
 func newRigLogging(t *testing.T, s server, declare bool, wrap func(slog.Handler) slog.Handler) *rig {
 	r := &rig{t: t, s: s, be: newBackend(t, s.dial, clock.Real(), false), rec: coretest.NewRecorder(t), logs: &coretest.Logs{},
-		opened: map[string]chan struct{}{}}
+		opened: map[string]chan struct{}{}, discarded: make(chan core.Event, 16)}
 	var h slog.Handler = r.logs
 	if wrap != nil {
 		h = wrap(h)
 	}
 	r.app = core.New(core.WithLogger(slog.New(h)), core.WithoutSignals(), core.WithObserver(r.rec.Observe),
 		core.WithShutdownTimeout(2*time.Second), core.WithEventObserver(func(e core.Event) {
-			if e.Kind == core.EventCopyRefused {
+			switch e.Kind {
+			case core.EventCopyRefused:
 				r.refused.Add(1)
+			case core.EventDiscarded:
+				select {
+				case r.discarded <- e:
+				default:
+					t.Errorf("more discarded events than the test expects: %+v", e)
+				}
 			}
 		}))
 	b, err := amqp.New(s.dial, amqp.DeclareTopology(declare), amqp.WithLogger(r.app.Logger()),

@@ -171,31 +171,45 @@ func (c *copyCounters) count(err error) {
 }
 
 // holdBack is the wait before a message whose copy failed goes back to its queue: it doubles
-// with every consecutive failure of copies to the same destination (from the Broker's
-// CopyRetryBackoff minimum to its maximum) and starts over once a copy there succeeds. The
-// original stays unacknowledged meanwhile and is then rejected with requeue, so a refused copy
-// never turns into an immediate redelivery loop; failures are logged at most once per
-// logEvery per subscription, with how many there were.
+// with every round of failures of copies to the same destination (from the Broker's
+// CopyRetryBackoff minimum to its maximum) and starts over once a copy there succeeds. A round
+// is the wait of its first failure: the failures of many messages within it (one outage seen
+// by a whole prefetch window) wait as long as the first, not each twice as long as the one
+// before, so a destination that is back after a short outage gets its copies after a short
+// wait. The original stays unacknowledged meanwhile and is then rejected with requeue, so a
+// refused copy never turns into an immediate redelivery loop; failures are logged at most once
+// per logEvery per subscription, with how many there were.
 type holdBack struct {
 	mu         sync.Mutex
-	waits      map[string]time.Duration // by destination (exchange/routing key)
+	waits      map[string]holdRound // by destination (exchange/routing key)
 	lastLog    time.Time
 	suppressed int
+}
+
+// holdRound is a destination's current wait and when its round ends.
+type holdRound struct {
+	wait  time.Duration
+	until time.Time
 }
 
 // logEvery bounds how often a subscription logs refused copies.
 const logEvery = 10 * time.Second
 
-// next returns the wait for a failure of a copy to dest.
-func (h *holdBack) next(dest string, min, max time.Duration) time.Duration {
+// next returns the wait for a failure, seen at now, of a copy to dest: the current round's
+// wait while it lasts, the next (doubled) wait after it.
+func (h *holdBack) next(dest string, now time.Time, min, max time.Duration) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.waits == nil {
-		h.waits = map[string]time.Duration{}
+		h.waits = map[string]holdRound{}
 	}
-	w := clock.Backoff(h.waits[dest], min, max)
-	h.waits[dest] = w
-	return w
+	r := h.waits[dest]
+	if r.wait == 0 || !now.Before(r.until) {
+		r.wait = clock.Backoff(r.wait, min, max)
+		r.until = now.Add(r.wait)
+		h.waits[dest] = r
+	}
+	return r.wait
 }
 
 // ok forgets the failures of copies to dest.
@@ -225,7 +239,7 @@ func (h *holdBack) shouldLog(now time.Time) (bool, int) {
 func (c *consumer) hold(s *session, d core.Delivery, v core.Verdict, settled core.Settled, dest string, err error) {
 	c.b.copies.count(err)
 	c.report(core.Event{Kind: core.EventCopyRefused, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
-	wait := c.held.next(dest, c.b.copyBackoff[0], c.b.copyBackoff[1])
+	wait := c.held.next(dest, c.clock.Now(), c.b.copyBackoff[0], c.b.copyBackoff[1])
 	if log, quiet := c.held.shouldLog(c.clock.Now()); log {
 		c.log.Error("amqp: a copy was not taken by the broker; its original is held back, then returned to the queue",
 			"message_id", d.ID(), "attempt", d.Attempt(), "action", v.Action.String(), "to", dest, "error", err,

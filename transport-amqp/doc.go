@@ -22,7 +22,11 @@
 //     without calling the handler; only a message whose every delivery dies is moved by the
 //     server, with x-death and no settle headers: read it with Deaths). Without a cap the queue
 //     gets an explicit x-delivery-limit of DefaultDeliveryLimit (RabbitMQ 4's default), settable
-//     with DeliveryLimit, which needs a DeadLetterExchange route.
+//     with DeliveryLimit, which needs a DeadLetterExchange route. Without a route RabbitMQ
+//     discards a message returned past that limit (an uncapped retry loop ends there): the
+//     subscription logs a WARN when it starts, and each return the server will discard is an
+//     ERROR line (queue, message id, attempt) and a core.EventDiscarded
+//     (settle.messages.discarded in settle's OpenTelemetry metrics).
 //
 // # Outcomes
 //

@@ -159,9 +159,18 @@ func Bind(exchange, kind, key string) QueueOption {
 	})
 }
 
+// DefaultQuorumPrefetch is a quorum queue's prefetch when Prefetch is not given. A quorum queue
+// charges a delivery to every message its consumer held unacknowledged when the process died or
+// the connection dropped, handled or not, so the window bounds how many messages one crash can
+// charge (once: they come back first and run alone, see the package doc). 128 keeps a single
+// worker's throughput near the unlimited window's on RabbitMQ 3.10 (one multiple-ack frame per
+// window); 8 or 16 cost it 3 to 10 times (transport-amqp's README has the figures). Choose a
+// smaller Prefetch (twice the workers) where crash loops matter more than throughput.
+const DefaultQuorumPrefetch = 128
+
 // Prefetch limits how many unacknowledged deliveries RabbitMQ sends the subscription's consumer
-// (basic.qos). Unset, the broker's default applies (no limit). Run handlers concurrently with
-// core.Workers.
+// (basic.qos). Unset, a quorum queue's is DefaultQuorumPrefetch and a classic queue's is the
+// broker's default (no limit). Run handlers concurrently with core.Workers.
 func Prefetch(n int) QueueOption {
 	return queueOption(func(c *queueConfig) error {
 		if n < 1 {
@@ -267,7 +276,7 @@ func Classic(b *Broker, name string, opts ...ClassicOption) (*ClassicQueue, erro
 // Quorum returns the quorum queue name on b. A quorum queue is always durable, never exclusive
 // or auto-delete. It fails, naming the option, on an invalid option or combination.
 func Quorum(b *Broker, name string, opts ...QuorumOption) (*QuorumQueue, error) {
-	cfg := queueConfig{name: name, quorum: true, durable: true, limit: DefaultDeliveryLimit, policy: Confirmed}
+	cfg := queueConfig{name: name, quorum: true, durable: true, limit: DefaultDeliveryLimit, policy: Confirmed, prefetch: DefaultQuorumPrefetch}
 	if err := newQueue(b, &cfg); err != nil {
 		return nil, err
 	}

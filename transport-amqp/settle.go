@@ -57,6 +57,7 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		s.acks.reject(tag, false, d, v, settled)
 	case core.ActRetry:
 		if c.cfg.quorum || c.cap == 0 {
+			c.returnsToDiscard(d, v)
 			s.acks.reject(tag, true, d, v, settled)
 			return
 		}
@@ -70,6 +71,7 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		}
 		c.publishThenAck(ctx, s, d, v, settled, "", v.Dest, msg, true)
 	default: // core.ActAbandon
+		c.returnsToDiscard(d, v)
 		s.stopConsuming()
 		s.acks.reject(tag, true, d, v, settled)
 	}

@@ -82,7 +82,7 @@ func TestDeclareOffQueueTypeVerified(t *testing.T) {
 				!strings.Contains(err.Error(), c.problem) || !strings.Contains(err.Error(), c.mountedAs) {
 				t.Fatalf("%s: start error %v", c.name, err)
 			}
-			if len(r.logs.Find("amqp: quorum queue without a cap; the server dead-letters or discards a message after its delivery limit")) != 0 {
+			if limitLogs(r) != 0 {
 				t.Errorf("%s: a delivery limit was logged for a subscription that did not start", c.name)
 			}
 			t.Logf("%s: %v", s.name, err)
@@ -94,11 +94,20 @@ func TestDeclareOffQueueTypeVerified(t *testing.T) {
 		subscribe(r, endpointOf(t, r.broker, true, q), func(context.Context, *core.Message[string]) error { return nil })
 		r.start()
 		r.waitOpen(q)
-		recs := r.logs.Find("amqp: quorum queue without a cap, declared elsewhere; the server dead-letters or discards a message after its delivery limit, if it has one")
-		if len(recs) != 1 || fmt.Sprint(recs[0].Attrs["delivery_limit"]) != "3" {
+		recs := r.logs.Find(discardWarning)
+		if len(recs) != 1 || fmt.Sprint(recs[0].Attrs["delivery_limit"]) != "3" || limitLogs(r) != 1 {
 			t.Fatalf("log records %+v", recs)
 		}
 	})
+}
+
+// The start-up lines that say what a quorum queue without a cap does at its delivery limit.
+const discardWarning = "amqp: quorum queue without a cap or a dead-letter route; the server discards a message returned past its delivery limit (each is logged as an error); give the subscription core.DeadLetterAfter or the queue a dead-letter route"
+
+func limitLogs(r *rig) int {
+	return len(r.logs.Find(discardWarning)) +
+		len(r.logs.Find("amqp: quorum queue without a cap; the server dead-letters a message returned past its delivery limit through the queue's dead-letter route")) +
+		len(r.logs.Find("amqp: quorum queue without a cap, declared elsewhere with no delivery limit settle can read; the server dead-letters or discards a message after its limit, if it has one"))
 }
 
 // Issue 15 defect 8: the in-process delay warning is logged only for a subscription that

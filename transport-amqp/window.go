@@ -21,7 +21,8 @@ import (
 // returned them). After a crash the returned messages come back first (a classic queue puts them
 // back in their places, a quorum queue serves its returns before the rest), so each of them —
 // the poison among them — runs alone: its next crash charges only itself. The first clean
-// delivery (not suspect) opens the full window: the queue's Prefetch, or no limit. A fresh start
+// delivery (not suspect) opens the full window: the queue's Prefetch (by default
+// DefaultQuorumPrefetch on a quorum queue, no limit on a classic one). A fresh start
 // on a queue without returns opens it with its first delivery, so a handler that waits for its
 // peers (Workers) is not held to one delivery; suspect deliveries already run alone in the
 // process (core.Suspect).
