@@ -18,6 +18,7 @@ type pendingAck struct {
 	d       *Delivery
 	v       core.Verdict
 	settled core.Settled
+	to      string // where its +ACK goes: the newest delivery's ack subject
 }
 
 // acks batches a subscription's +ACKs. Every +ACK is its own message to the delivery's reply
@@ -29,6 +30,7 @@ type acks struct {
 	c       *consumer
 	mu      sync.Mutex
 	pending []pendingAck
+	spare   []pendingAck // a sent batch's array, for the next one (none allocated per batch)
 	timer   *time.Timer
 	armed   bool
 }
@@ -63,7 +65,11 @@ func (a *acks) flush() {
 
 func (a *acks) take() []pendingAck {
 	out := a.pending
-	a.pending = make([]pendingAck, 0, a.c.batch)
+	if a.spare != nil {
+		a.pending, a.spare = a.spare, nil
+	} else {
+		a.pending = make([]pendingAck, 0, a.c.batch)
+	}
 	if a.armed {
 		a.armed = false
 		a.timer.Stop()
@@ -75,16 +81,55 @@ func (a *acks) send(out []pendingAck) {
 	if len(out) == 0 {
 		return
 	}
-	errs := make([]error, len(out))
+	c := a.c
+	// One lock for the targets of the batch, one to take them out of hand and one off the lease
+	// list, rather than three per message; the +ACKs are published on the connection directly
+	// (jetstream's Ack checks and marks its message under a lock of its own, twice).
+	c.flyMu.Lock()
+	for i := range out {
+		out[i].to = c.targetLocked(out[i].d).Reply()
+	}
+	c.flyMu.Unlock()
+	var errs []error
 	for i, p := range out {
-		if err := p.d.msg.Ack(); err != nil {
-			errs[i] = fmt.Errorf("natsjs: ack of stream %q sequence %d: %w", a.c.cfg.stream, p.d.seq, err)
-		} else {
-			a.c.lastDone.Store(p.d)
+		if err := c.nc.Publish(p.to, ackFrame); err != nil {
+			if errs == nil {
+				errs = make([]error, len(out))
+			}
+			errs[i] = fmt.Errorf("natsjs: ack of stream %q sequence %d: %w", c.cfg.stream, p.d.seq, err)
 		}
-		a.c.untrack(p.d)
+	}
+	c.flyMu.Lock()
+	for i, p := range out {
+		if errs != nil && errs[i] != nil {
+			c.landLocked(p.d, nil)
+		} else {
+			c.landLocked(p.d, ackFrame)
+		}
+	}
+	c.flyMu.Unlock()
+	c.leaseMu.Lock()
+	for _, p := range out {
+		c.untrackLocked(p.d)
+	}
+	c.leaseMu.Unlock()
+	for i := len(out) - 1; i >= 0; i-- {
+		if errs == nil || errs[i] == nil {
+			c.lastDone.Store(out[i].d)
+			break
+		}
 	}
 	for i, p := range out {
-		p.settled(p.d, p.v, errs[i])
+		var err error
+		if errs != nil {
+			err = errs[i]
+		}
+		p.settled(p.d, p.v, err)
 	}
+	clear(out) // no delivery kept alive by the spare array
+	a.mu.Lock()
+	if a.spare == nil {
+		a.spare = out[:0]
+	}
+	a.mu.Unlock()
 }

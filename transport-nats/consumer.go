@@ -19,6 +19,7 @@ import (
 // one fetch at a time) and its core.Finisher (settle.go).
 type consumer struct {
 	c     *Conn
+	nc    *nats.Conn // the Conn's connection (the same through reconnections)
 	cfg   *queueConfig
 	js    jetstream.JetStream
 	cons  jetstream.Consumer
@@ -31,7 +32,6 @@ type consumer struct {
 	lease time.Duration
 	dest  string
 
-	confirms     confirms // double acks waiting for the server (window.go)
 	undisconnect func()
 
 	ctx    context.Context // ends at Close: stops the fetch in flight and the lease loop
@@ -51,6 +51,10 @@ type consumer struct {
 	loop    sync.WaitGroup
 
 	acks     acks
+	flyMu    sync.Mutex
+	flights  map[uint64]*flight // messages in hand by stream sequence (all of the consumer's stream; inflight.go)
+	recent   recentSet          // sequences just acked or terminated; guarded by flyMu
+	cf       confirmer          // confirmed acks and +TERMs waiting for their answer; guarded by flyMu (confirm.go)
 	dl       dlBackoff
 	advisory *nats.Subscription
 
@@ -88,8 +92,12 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 	if err != nil {
 		return nil, nil, err
 	}
+	nc, err := q.c.NATS()
+	if err != nil {
+		return nil, nil, err
+	}
 	c := &consumer{
-		c: q.c, cfg: &q.cfg, js: js, cons: cons, log: sub.Logger, clock: sub.Clock, queue: q.cfg.subject,
+		c: q.c, nc: nc, cfg: &q.cfg, js: js, cons: cons, log: sub.Logger, clock: sub.Clock, queue: q.cfg.subject,
 		batch: max(o.Workers, 1), lease: leaseOf(ci), dest: o.DeadLetterTo,
 		held: make(map[*Delivery]clock.Timer), wake: make(chan struct{}, 1), sub: sub,
 	}
@@ -110,11 +118,20 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 		c.cancel()
 		return nil, nil, err
 	}
+	if q.cfg.confirmAcks {
+		if err := c.listen(); err != nil {
+			c.cancel()
+			if c.advisory != nil {
+				_ = c.advisory.Unsubscribe()
+			}
+			return nil, nil, err
+		}
+	}
 	c.unreconnect = q.c.onReconnect(func() {
 		c.report(core.Event{Kind: core.EventReconnected})
 		c.dropStale()
 	})
-	c.undisconnect = q.c.onDisconnect(c.confirms.cancelAll)
+	c.undisconnect = q.c.onDisconnect(c.disconnected)
 	c.loop.Add(1)
 	go c.extend()
 	return c, c, nil
@@ -207,28 +224,56 @@ func (c *consumer) next(ctx context.Context) (*Delivery, error) {
 		}
 		f := c.cur
 		c.curMu.Unlock()
+		ch := f.batch.Messages()
+		var m jetstream.Msg
+		var ok bool
+		// A message already waiting is taken without the three-way select, which locks every
+		// channel it waits on (once per message on a busy subscription).
 		select {
-		case m, ok := <-f.batch.Messages():
-			if ok {
-				if d := c.wrap(m); d != nil {
-					return d, nil
-				}
+		case m, ok = <-ch:
+		default:
+			select {
+			case m, ok = <-ch:
+			case <-c.wake:
 				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
 			}
-			c.curMu.Lock()
-			if c.cur == f {
-				c.cur = nil
+		}
+		if ok {
+			if d := c.wrap(m); d != nil {
+				return d, nil
 			}
-			c.curMu.Unlock()
-			f.cancel()
-			if err := f.batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				return nil, fmt.Errorf("fetch from consumer %q on stream %q: %w", c.cfg.durable, c.cfg.stream, err)
-			}
-		case <-c.wake:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+			continue
+		}
+		c.endFetch(f)
+		if err := fetchErr(f); err != nil {
+			return nil, c.fetchFailed(err)
 		}
 	}
+}
+
+// endFetch forgets f, whose messages have all been taken.
+func (c *consumer) endFetch(f *fetch) {
+	c.curMu.Lock()
+	if c.cur == f {
+		c.cur = nil
+	}
+	c.curMu.Unlock()
+	f.cancel()
+}
+
+// fetchErr is how the ended fetch f failed: nil when it ended with its batch, its expiry or
+// Close.
+func fetchErr(f *fetch) error {
+	if err := f.batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func (c *consumer) fetchFailed(err error) error {
+	return fmt.Errorf("fetch from consumer %q on stream %q: %w", c.cfg.durable, c.cfg.stream, err)
 }
 
 // takeWaiting moves the messages that arrived in the current fetch but wait for a free worker
@@ -268,15 +313,23 @@ drain:
 // wrap makes a fetched message a delivery on the lease list; nil for a message without
 // JetStream metadata, which cannot be settled (logged, and returned with -NAK).
 func (c *consumer) wrap(m jetstream.Msg) *Delivery {
-	meta, err := m.Metadata()
-	if err != nil {
-		_ = m.Nak()
-		c.log.Error("nats: a fetched message has no JetStream metadata; returned", "stream", c.cfg.stream, "consumer", c.cfg.durable,
-			"subject", m.Subject(), "reply", m.Reply(), "error", err)
+	f, ok := ackFields(m.Reply())
+	if !ok {
+		meta, err := m.Metadata()
+		if err != nil {
+			_ = m.Nak()
+			c.log.Error("nats: a fetched message has no JetStream metadata; returned", "stream", c.cfg.stream, "consumer", c.cfg.durable,
+				"subject", m.Subject(), "reply", m.Reply(), "error", err)
+			return nil
+		}
+		f = metaFields{stream: meta.Stream, delivered: meta.NumDelivered, seq: meta.Sequence.Stream, stored: meta.Timestamp}
+	}
+	key := seqKey{stream: f.stream, seq: f.seq}
+	d := &Delivery{msg: m, attempt: int(f.delivered), seq: f.seq, key: key, src: c, stored: f.stored}
+	if c.inHand(d, key, m) {
 		return nil
 	}
-	d := &Delivery{msg: m, attempt: int(meta.NumDelivered), seq: meta.Sequence.Stream, src: c,
-		stored: meta.Timestamp, suspect: c.suspectOf(meta.Sequence.Stream, meta.NumDelivered)}
+	d.suspect = c.suspectOf(f.seq, f.delivered)
 	if d.suspect {
 		c.win.suspect()
 	}
@@ -305,7 +358,7 @@ func (c *consumer) Close() error {
 	c.curMu.Lock()
 	for _, d := range c.side {
 		c.untrack(d)
-		_ = d.msg.Nak()
+		_ = c.nak(d, 0)
 	}
 	c.side = nil
 	if f := c.cur; f != nil {
@@ -322,12 +375,13 @@ func (c *consumer) Close() error {
 		t.Stop()
 		delete(c.held, d)
 		c.untrackLocked(d)
-		_ = d.msg.Nak()
+		_ = c.nak(d, 0)
 	}
 	c.leaseMu.Unlock()
 	if c.advisory != nil {
 		_ = c.advisory.Unsubscribe()
 	}
+	c.closeConfirmer()
 	return nil
 }
 
@@ -344,4 +398,86 @@ func (c *consumer) barrier() {
 		c.log.Warn("nats: the server did not confirm the acknowledgements sent before closing; they may still be in flight",
 			"stream", c.cfg.stream, "consumer", c.cfg.durable, "error", err)
 	}
+}
+
+// metaFields is what a subscription reads from a delivery's JetStream metadata.
+type metaFields struct {
+	stream         string
+	delivered, seq uint64
+	stored         time.Time
+}
+
+// ackFields reads metaFields from a delivery's reply subject, as nats.go's Metadata does but
+// without allocating (it runs once per message):
+//
+//	$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>
+//	$JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<time>.<pending>[.<token>…]
+//
+// ok is false for any other shape, or a count that is not a positive decimal number: the
+// caller then asks Metadata, which says what is wrong.
+func ackFields(reply string) (f metaFields, ok bool) {
+	const prefix = "$JS.ACK."
+	if len(reply) <= len(prefix) || reply[:len(prefix)] != prefix {
+		return f, false
+	}
+	rest := reply[len(prefix):]
+	// One pass over the subject: where each token starts (a reply of more tokens than the
+	// longest known shape has room for is read from its first ones, as before).
+	var start [12]int
+	n := 1
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '.' {
+			if n == len(start) {
+				break
+			}
+			start[n] = i + 1
+			n++
+		}
+	}
+	// tok is token i of the reply after the prefix (counting from first), "" past the end.
+	tok := func(first, i int) string {
+		j := first + i
+		if j >= n {
+			return ""
+		}
+		end := len(rest)
+		if j+1 < n {
+			end = start[j+1] - 1
+		}
+		return rest[start[j]:end]
+	}
+	first := 0
+	switch {
+	case n == 7:
+	case n >= 9:
+		first = 2 // domain, account hash
+	default:
+		return f, false
+	}
+	// stream, consumer, delivered, stream seq, consumer seq, time
+	stream := tok(first, 0)
+	delivered, ok1 := decimal(tok(first, 2))
+	seq, ok2 := decimal(tok(first, 3))
+	ns, ok3 := decimal(tok(first, 5))
+	if stream == "" || !ok1 || !ok2 || !ok3 || ns > 1<<63-1 || delivered == 0 || seq == 0 {
+		return f, false
+	}
+	return metaFields{stream: stream, delivered: delivered, seq: seq, stored: time.Unix(0, int64(ns))}, true
+}
+
+// decimal reads a decimal number of at most 19 digits (no sign, no other character): what
+// strconv.ParseUint accepts of them, without its error values.
+func decimal(s string) (uint64, bool) {
+	if len(s) == 0 || len(s) > 19 {
+		return 0, false
+	}
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		v = v*10 + uint64(d)
+	}
+	return v, true
 }

@@ -51,15 +51,14 @@ func (c *consumer) deadLetter(ctx context.Context, d *Delivery, v core.Verdict, 
 		return
 	}
 	c.dl.succeed()
-	err = d.msg.Term()
+	if c.cfg.confirmAcks {
+		c.untrack(d) // no +WPI while the +TERM waits for its confirmation
+		c.confirmed(ctx, d, v, settled, "+TERM", termFrame)
+		return
+	}
+	err = c.target(d).Term()
 	c.untrack(d)
-	if err == nil {
-		c.lastDone.Store(d)
-	}
-	if err != nil {
-		err = fmt.Errorf("natsjs: +TERM after dead letter of stream %q sequence %d: %w", c.cfg.stream, d.seq, err)
-	}
-	settled(d, v, err)
+	c.written(d, v, settled, err, termFrame)
 }
 
 // hold keeps d leased for wait on the clock, then returns it with -NAK.
@@ -68,7 +67,7 @@ func (c *consumer) hold(d *Delivery, wait time.Duration) {
 	defer c.leaseMu.Unlock()
 	if c.closed {
 		c.untrackLocked(d)
-		_ = d.msg.Nak()
+		_ = c.nak(d, 0)
 		return
 	}
 	c.held[d] = c.clock.AfterFunc(wait, func() {
@@ -80,7 +79,7 @@ func (c *consumer) hold(d *Delivery, wait time.Duration) {
 		delete(c.held, d)
 		c.untrackLocked(d)
 		c.returned.add(d.seq)
-		if err := d.msg.Nak(); err != nil {
+		if err := c.nak(d, 0); err != nil {
 			c.log.Warn("nats: returning a held message failed; it comes back when its AckWait runs out",
 				"queue", c.queue, "message_id", d.ID(), "attempt", d.Attempt(), "error", err)
 		}

@@ -16,9 +16,11 @@ type Delivery struct {
 	msg     jetstream.Msg
 	attempt int
 	seq     uint64
+	key     seqKey // stream and sequence: the subscription's messages in hand (inflight.go)
 	src     *consumer
 	stored  time.Time // when the stream stored it
 	suspect bool      // delivered before, not returned by this subscription (Suspect)
+	fl      flight    // its entry in the consumer's messages in hand, guarded by flyMu
 
 	// The lease list of the consumer: deliveries fetched and not yet settled, which the consumer
 	// extends with +WPI. Guarded by the consumer's lease mutex.

@@ -17,12 +17,39 @@
 //
 //	ack              +ACK as a double ack: reported once the server confirmed it
 //	                 (UnconfirmedAcks: batched, reported once written)
-//	drop             +TERM: never delivered again
+//	drop             +TERM: never delivered again; reported once the server confirmed it
+//	                 (UnconfirmedAcks: reported once written)
 //	retry            -NAK: delivered again at once
 //	retry after d    -NAK with delay d: the server holds the message, durable
 //	dead letter      copy with the dead-letter headers published to the destination subject,
-//	                 stored (publish acknowledgement), then +TERM of the original
+//	                 stored (publish acknowledgement), then +TERM of the original (confirmed
+//	                 like a drop's)
 //	abandoned        -NAK without delay
+//
+// Acks and +TERMs are confirmed without holding the worker: the frame is published with a reply
+// subject of the subscription's own inbox (one NATS subscription per subscription, on the
+// connection's inbox prefix), and the answer reports the settlement; Finish returns at once and
+// the worker goes on, so a confirmation that is slow or never comes holds no worker and stops no
+// fetch. It waits at most RequestTimeout and at most the AckWait (one timer per subscription);
+// one that times out is reported as a failed settlement, and the message comes back after its
+// AckWait (at-least-once).
+//
+// # One delivery in hand per message
+//
+// A subscription keeps the messages it has in hand by stream name and stream sequence, from the
+// fetch until their settlement is done (written, or for a confirmed one, answered or failed).
+// nats-server writes a consumer's delivery state in the background (sync_interval does not cover
+// it), so a server killed with SIGKILL forgets its last ~100 ms of deliveries and, restarted,
+// delivers such a message again while a worker still handles it, and ignores an ack of the
+// delivery it forgot, without an answer. A delivery of a sequence in hand is therefore not handed
+// out: it becomes the delivery the settlement goes to (the server's current one), and the first
+// delivery's outcome settles the message once, for both — +ACK or +TERM on the newest delivery
+// (one sent earlier and still unanswered is sent again on it; the first answer confirms it), a
+// dead letter's copy published once, -NAK (with its delay) on the newest delivery. A delivery of
+// a sequence whose ack or +TERM the subscription has just had answered is answered with the same
+// frame, not handed out. Both are bounded: entries in hand leave with their settlement, and the
+// just-settled ones a table of 1,024 slots by sequence (about the last 1,024). Another process of the same consumer can still
+// receive a forgotten delivery and handle it (at-least-once).
 //
 // m.Attempt() is the server's NumDelivered: every delivery counts, including those whose handler
 // never settled (a crash, a hang past AckWait), so core moves a message that keeps coming back

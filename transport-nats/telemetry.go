@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,6 +44,7 @@ const maxReturned = 1 << 16
 type returnedSet struct {
 	mu   sync.Mutex
 	seqs map[uint64]struct{}
+	n    atomic.Int64 // len(seqs): take takes no lock while the set is empty (the usual case)
 }
 
 // add remembers that seq was returned by this subscription.
@@ -52,14 +54,19 @@ func (r *returnedSet) add(seq uint64) {
 		r.seqs = make(map[uint64]struct{})
 	}
 	r.seqs[seq] = struct{}{}
+	r.n.Store(int64(len(r.seqs)))
 	r.mu.Unlock()
 }
 
 // take reports whether seq was returned by this subscription, and forgets it.
 func (r *returnedSet) take(seq uint64) bool {
+	if r.n.Load() == 0 {
+		return false
+	}
 	r.mu.Lock()
 	_, ok := r.seqs[seq]
 	delete(r.seqs, seq)
+	r.n.Store(int64(len(r.seqs)))
 	r.mu.Unlock()
 	return ok
 }

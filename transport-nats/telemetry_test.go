@@ -197,3 +197,34 @@ func TestAckReportedOnlyWhenConfirmed(t *testing.T) {
 	}
 	t.Logf("the unconfirmed ack reports: %v", got[0].Err)
 }
+
+// A drop (+TERM) is reported settled only once the server confirmed it, like an ack: the handler
+// cuts the connection (a proxy of the test's own, ports 4280-4289) before its outcome is written,
+// and the drop reports the failure. Written without a confirmation, a +TERM that reaches a
+// server shutting down is dropped there without a word (the chaos suite's restart trial saw it),
+// and the message is delivered and dropped again, both reported done.
+func TestDropReportedOnlyWhenConfirmed(t *testing.T) {
+	url := realServer(t)
+	p := coretest.NewProxy(t, url[len("nats://"):], 4280, 4281, 4282, 4283, 4284, 4285, 4286, 4287, 4288, 4289)
+	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.DeclareTopology(true), natsjs.RequestTimeout(500*time.Millisecond))
+	var runs atomic.Int32
+	published := make(chan struct{})
+	if err := core.Subscribe(r.app, r.queue("refunds", natsjs.AckWait(time.Second)), func(context.Context, *core.Message[string]) error {
+		if runs.Add(1) == 1 {
+			<-published // the publisher has its acknowledgement: the cut is the handler's alone
+			p.Cut()
+		}
+		return core.Drop()
+	}, core.WithCodec(core.Raw)); err != nil {
+		t.Fatal(err)
+	}
+	r.mustStart()
+	r.publish("refunds", "m", nil)
+	close(published)
+	got := r.rec.WaitFor(func(s []core.Settlement) bool { return len(s) >= 1 })
+	p.Restore()
+	if got[0].Verdict.Action != core.ActDrop || got[0].Err == nil {
+		t.Fatalf("first settlement %v (err %v): want a drop reported failed, the connection cut before the server confirmed it", got[0].Verdict.Action, got[0].Err)
+	}
+	t.Logf("the unconfirmed drop reports: %v", got[0].Err)
+}

@@ -1,8 +1,8 @@
 package natsjs
 
 import (
-	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/settlehq/settle/core/clock"
@@ -34,7 +34,8 @@ type window struct {
 	max   int
 	size  int
 	clean int
-	quiet time.Time // the window stays at one until then
+	quiet time.Time   // the window stays at one until then
+	full  atomic.Bool // size == max: settledClean has nothing to count (no lock per settlement)
 }
 
 func newWindow(clk clock.Clock, lease time.Duration, max int, pending bool) *window {
@@ -42,6 +43,7 @@ func newWindow(clk clock.Clock, lease time.Duration, max int, pending bool) *win
 	if pending {
 		w.size, w.quiet = 1, clk.Now().Add(lease)
 	}
+	w.full.Store(w.size >= w.max)
 	return w
 }
 
@@ -57,12 +59,16 @@ func (w *window) suspect() {
 	w.mu.Lock()
 	w.size, w.clean = 1, 0
 	w.quiet = w.clk.Now().Add(w.lease)
+	w.full.Store(w.size >= w.max)
 	w.mu.Unlock()
 }
 
 // settledClean counts a clean delivery settled by its handler's outcome, and widens the window
 // when a window's worth has settled outside a quiet stretch.
 func (w *window) settledClean() {
+	if w.full.Load() {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.size >= w.max || w.clk.Now().Before(w.quiet) {
@@ -71,6 +77,7 @@ func (w *window) settledClean() {
 	w.clean++
 	if w.clean >= w.size {
 		w.size, w.clean = min(w.size*2, w.max), 0
+		w.full.Store(w.size >= w.max)
 	}
 }
 
@@ -79,10 +86,14 @@ type gate struct {
 	mu   sync.Mutex
 	d    *Delivery
 	open chan struct{} // closed when d is settled
+	shut atomic.Bool   // d != nil: wait and release take the lock only then
 }
 
 // wait returns the channel to wait on, nil when no suspect delivery is out.
 func (g *gate) wait() <-chan struct{} {
+	if !g.shut.Load() {
+		return nil
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.d == nil {
@@ -95,50 +106,20 @@ func (g *gate) wait() <-chan struct{} {
 func (g *gate) hold(d *Delivery) {
 	g.mu.Lock()
 	g.d, g.open = d, make(chan struct{})
+	g.shut.Store(true)
 	g.mu.Unlock()
 }
 
 // release opens the gate if d holds it.
 func (g *gate) release(d *Delivery) {
+	if !g.shut.Load() {
+		return
+	}
 	g.mu.Lock()
 	if g.d != nil && (d == nil || g.d == d) {
 		close(g.open)
 		g.d, g.open = nil, nil
+		g.shut.Store(false)
 	}
 	g.mu.Unlock()
-}
-
-// confirms are the double acks waiting for the server's answer. When the connection drops, an
-// answer still due will never come (a request the server never got, or one it answered on the
-// connection that died): they fail at once, with the message back after its AckWait if the ack
-// was lost, instead of holding their workers for the request timeout.
-type confirms struct {
-	mu sync.Mutex
-	m  map[*context.CancelFunc]struct{}
-}
-
-func (c *confirms) add(cancel context.CancelFunc) *context.CancelFunc {
-	k := &cancel
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = make(map[*context.CancelFunc]struct{})
-	}
-	c.m[k] = struct{}{}
-	c.mu.Unlock()
-	return k
-}
-
-func (c *confirms) remove(k *context.CancelFunc) {
-	c.mu.Lock()
-	delete(c.m, k)
-	c.mu.Unlock()
-}
-
-func (c *confirms) cancelAll() {
-	c.mu.Lock()
-	for k := range c.m {
-		(*k)()
-		delete(c.m, k)
-	}
-	c.mu.Unlock()
 }

@@ -1,0 +1,167 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/transport-nats/natstest"
+)
+
+// replyMsg is a delivery's message as far as a confirmation uses it: its ack subject.
+type replyMsg struct {
+	jetstream.Msg
+	reply string
+}
+
+func (m replyMsg) Reply() string { return m.reply }
+
+type confirmResult struct {
+	d   core.Delivery
+	err error
+}
+
+// The confirmations of one subscription share its reply inbox and one timer: each is reported
+// by the answer to its own token, by "no responders", by its deadline, by its context's end or
+// by a dropped connection, exactly once, and leaves nothing waiting behind. The inbox is under the
+// connection's inbox prefix. A delivery of the
+// same sequence while one waits gets the frame again, and that answer confirms it.
+func TestConfirmations(t *testing.T) {
+	srv := natstest.New(t)
+	conn, err := New(srv.URL(), WithLogger(slog.New(slog.DiscardHandler)), NATSOptions(nats.CustomInboxPrefix("_SETTLE_TEST")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	nc, err := conn.NATS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "answer" answers like the server's ack subject; "silent" never does (a server that forgot
+	// the delivery); "none" has no subscriber: the server says "no responders".
+	frames := make(chan string, 16)
+	if _, err := nc.Subscribe("ack.answer", func(m *nats.Msg) { frames <- string(m.Data); _ = m.Respond(nil) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Subscribe("ack.silent", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := &consumer{c: conn, nc: nc, cfg: &queueConfig{stream: "s", confirmAcks: true}, log: slog.New(slog.DiscardHandler)}
+	if err := c.listen(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(c.cf.inbox, "_SETTLE_TEST.") { // the connection's inbox prefix (permissions)
+		t.Fatalf("reply inbox %q: want the connection's custom prefix", c.cf.inbox)
+	}
+	results := make(chan confirmResult, 16)
+	settled := func(d core.Delivery, _ core.Verdict, err error) { results <- confirmResult{d, err} }
+	seq := uint64(0)
+	deliver := func(reply string) *Delivery {
+		seq++
+		d := &Delivery{msg: replyMsg{reply: reply}, attempt: 1, seq: seq, key: seqKey{"s", seq}, src: c}
+		if c.inHand(d, d.key, d.msg) {
+			t.Fatalf("sequence %d already in hand", seq)
+		}
+		return d
+	}
+	wait := func(d *Delivery, within time.Duration) error {
+		t.Helper()
+		select {
+		case r := <-results:
+			if r.d != d {
+				t.Fatalf("settled %v; want %v", r.d.ID(), d.ID())
+			}
+			return r.err
+		case <-time.After(within):
+			t.Fatalf("sequence %d not reported within %v", d.seq, within)
+			return nil
+		}
+	}
+	ack := core.Verdict{Action: core.ActAck}
+	ctx := context.Background()
+
+	conn.timeout = 10 * time.Second
+	d := deliver("ack.answer")
+	c.confirmed(ctx, d, ack, settled, "ack", ackFrame)
+	if err := wait(d, 5*time.Second); err != nil {
+		t.Fatalf("answered ack: %v", err)
+	}
+	if f := <-frames; f != "+ACK" {
+		t.Fatalf("frame %q", f)
+	}
+	if _, ok := c.recent.get(d.key); !ok {
+		t.Error("an answered ack is not remembered as settled")
+	}
+
+	d = deliver("ack.none")
+	c.confirmed(ctx, d, core.Verdict{Action: core.ActDrop}, settled, "+TERM", termFrame)
+	if err := wait(d, 5*time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("+TERM without responders: %v; want ErrNoResponders", err)
+	}
+
+	// Sent on a delivery that is not answered, then again on the sequence's new delivery, which
+	// is: confirmed long before the deadline.
+	d = deliver("ack.silent")
+	c.confirmed(ctx, d, ack, settled, "ack", ackFrame)
+	if !c.inHand(&Delivery{msg: replyMsg{reply: "ack.answer"}, attempt: 2, seq: d.seq, key: d.key, src: c}, d.key, replyMsg{reply: "ack.answer"}) {
+		t.Fatal("a delivery of a sequence in hand was handed out")
+	}
+	if err := wait(d, 5*time.Second); err != nil {
+		t.Fatalf("ack sent again on the new delivery: %v", err)
+	}
+	<-frames
+
+	conn.timeout = 300 * time.Millisecond
+	d = deliver("ack.silent")
+	start := time.Now()
+	c.confirmed(ctx, d, ack, settled, "ack", ackFrame)
+	if err := wait(d, 5*time.Second); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("unanswered ack after %v: %v; want DeadlineExceeded after 300ms", time.Since(start), err)
+	}
+
+	conn.timeout = time.Minute
+	cctx, cancel := context.WithCancel(ctx)
+	d = deliver("ack.silent")
+	c.confirmed(cctx, d, ack, settled, "ack", ackFrame)
+	cancel()
+	if err := wait(d, 5*time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ack whose context ended: %v; want Canceled", err)
+	}
+	d = deliver("ack.silent")
+	c.confirmed(cctx, d, ack, settled, "ack", ackFrame)
+	if err := wait(d, 5*time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("ack given an ended context: %v; want Canceled", err)
+	}
+
+	d = deliver("ack.silent")
+	c.confirmed(ctx, d, ack, settled, "ack", ackFrame)
+	c.disconnected()
+	if err := wait(d, 5*time.Second); err == nil || !strings.Contains(err.Error(), "connection dropped") {
+		t.Fatalf("ack waiting when the connection dropped: %v", err)
+	}
+
+	c.flyMu.Lock()
+	left, head, flights := len(c.cf.pending), c.cf.head, len(c.flights)
+	c.flyMu.Unlock()
+	if left != 0 || head != nil || flights != 0 {
+		t.Fatalf("%d confirmations still waiting (head %v), %d messages in hand", left, head, flights)
+	}
+	select {
+	case r := <-results:
+		t.Fatalf("reported again: %v %v", r.d.ID(), r.err)
+	default:
+	}
+	c.closeConfirmer()
+	if c.cf.sub != nil {
+		t.Error("the inbox is still subscribed after Close with nothing waiting")
+	}
+}
