@@ -33,6 +33,9 @@ const (
 	MetricSettlementFailures = "settle.settlements.failed"
 	// MetricSourceFailures counts failures to take the next delivery.
 	MetricSourceFailures = "settle.source.failures"
+	// MetricDiscarded counts messages the server discarded by its own rule after settle
+	// returned them (a quorum queue at its delivery limit with no dead-letter route).
+	MetricDiscarded = "settle.messages.discarded"
 	// MetricQueueMessages is a queue's depth by state (AttrState), from its ops Stats.
 	MetricQueueMessages = "settle.queue.messages"
 	// MetricQueueOldestReady is the age of a queue's oldest ready message, from its ops Stats.
@@ -49,10 +52,10 @@ var (
 )
 
 type instruments struct {
-	settled, deadLetters                                metric.Int64Counter
-	refused, reconnects, overruns, setFailed, srcFailed metric.Int64Counter
-	duration, latency                                   metric.Float64Histogram
-	attempts                                            metric.Int64Histogram
+	settled, deadLetters                                           metric.Int64Counter
+	refused, reconnects, overruns, setFailed, srcFailed, discarded metric.Int64Counter
+	duration, latency                                              metric.Float64Histogram
+	attempts                                                       metric.Int64Histogram
 }
 
 func (m *instruments) init(mt metric.Meter) error {
@@ -69,6 +72,7 @@ func (m *instruments) init(mt metric.Meter) error {
 	m.overruns = counter(MetricOverruns, "Handlers still running after their timeout and its grace.", "{handler}")
 	m.setFailed = counter(MetricSettlementFailures, "Settlements that could not be made durable; the message returns.", "{message}")
 	m.srcFailed = counter(MetricSourceFailures, "Failures to take the next delivery.", "{failure}")
+	m.discarded = counter(MetricDiscarded, "Messages the server discarded by its own rule after settle returned them (a quorum queue at its delivery limit with no dead-letter route).", "{message}")
 	var err error
 	m.duration, err = mt.Float64Histogram(MetricProcessDuration, metric.WithDescription("Duration of the handler."),
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(secondsBuckets...))
@@ -173,6 +177,8 @@ func (t *Telemetry) event(e core.Event) {
 		c = t.m.setFailed
 	case core.EventSourceFailed:
 		c = t.m.srcFailed
+	case core.EventDiscarded:
+		c = t.m.discarded
 	default:
 		return
 	}

@@ -416,14 +416,15 @@ func TestFailedSettlementsAndBackendEvents(t *testing.T) {
 	report(core.Event{Kind: core.EventCopyRefused, MessageID: id, Attempt: 1})
 	report(core.Event{Kind: core.EventReconnected})
 	report(core.Event{Kind: core.EventReconnected})
-	for range 4 { // settlement_failed from core, then the three reported here
+	report(core.Event{Kind: core.EventDiscarded, MessageID: id, Attempt: 21})
+	for range 5 { // settlement_failed from core, then the four reported here
 		<-r.events
 	}
 	ms := r.metrics()
 	q := map[string]string{"messaging.destination.name": "refunds"}
 	for name, want := range map[string]int64{
 		settleotel.MetricCopiesRefused: 1, settleotel.MetricReconnects: 2, settleotel.MetricSettlementFailures: 1,
-		settleotel.MetricDeadLetters: 0, settleotel.MetricOverruns: 0,
+		settleotel.MetricDeadLetters: 0, settleotel.MetricOverruns: 0, settleotel.MetricDiscarded: 1,
 	} {
 		if n := r.sum(ms, name, q); n != want {
 			t.Errorf("%s = %d, want %d", name, n, want)
