@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -56,6 +57,10 @@ type Expect struct {
 	RecoverBound time.Duration
 	// MaxRuns is the most handler starts one message may have (0: unchecked).
 	MaxRuns int
+	// InProcessDelay, when set, says that a retry_after copy waits this long in the process
+	// that settled its original (RabbitMQ without a delay backend): at-most-once, as
+	// documented, so a copy lost because that process died while it waited is allowed.
+	InProcessDelay time.Duration
 }
 
 // Where is where a message is at the end of a trial.
@@ -138,6 +143,17 @@ type Result struct {
 	// Unlogged counts messages finished in the backend whose settlement line is missing (a
 	// worker killed between its commit and its ledger line): allowed, reported.
 	Unlogged int
+	// Destroyed counts dead letters the broker confirmed into a queue the fault then deleted
+	// (their successful dead_letter settled between the delete's start and just after it
+	// returned): the fault's loss, not the service's; reported.
+	Destroyed int
+	// Parked counts retry_after copies held in a process (Expect.InProcessDelay) that died
+	// with it before they were due back: the documented at-most-once window; reported.
+	Parked int
+	// Charged counts messages dead-lettered though they were not meant to fail, whose one
+	// attempt that no handler started was charged by a crash or fault (attemptsAccounted):
+	// counting at claim or delivery, as documented; reported.
+	Charged int
 	// MaxRecover is the longest time from a fault's end to the next successful settlement.
 	MaxRecover time.Duration
 	// MaxGap is the longest stretch without a settlement while messages remained, blocking
@@ -186,7 +202,7 @@ func Check(entries []Entry, snap Snapshot, exp Expect) *Result {
 		case EvStart, EvEnd, EvSettle:
 			byID[e.ID] = append(byID[e.ID], i)
 		case EvFault:
-			if e.Phase != "begin" {
+			if e.Phase != "begin" && e.Phase != "deleted" { // deleted: a mark within delete-dead
 				r.Faults++
 			}
 		}
@@ -210,6 +226,37 @@ func Check(entries []Entry, snap Snapshot, exp Expect) *Result {
 	}
 	checkProgress(r, entries, exp)
 	return r
+}
+
+// deleteSlack is how long after a delete-dead fault's queue.delete returned a dead letter's
+// settlement line may still show a copy the broker had confirmed into the queue before the
+// delete took it: the worker writes the line after the confirm and the original's ack.
+const deleteSlack = 500 * time.Millisecond
+
+// deletedWith reports whether the successful dead letter f was settled while a delete-dead
+// fault was deleting its queue (from the fault's begin to deleteSlack after its "deleted" mark).
+// RabbitMQ routes and confirms a publish to a queue that a concurrent queue.delete then drops
+// with everything in it: the copy was taken, and the fault destroyed it.
+func deletedWith(entries []Entry, f Entry) bool {
+	if f.Outcome != "dead_letter" {
+		return false
+	}
+	var begin int64
+	for _, e := range entries {
+		if e.Ev != EvFault || e.Fault != "delete-dead" {
+			continue
+		}
+		switch e.Phase {
+		case "begin":
+			begin = e.At
+		case "deleted":
+			if begin != 0 && f.At >= begin && f.At <= e.At+int64(deleteSlack) {
+				return true
+			}
+			begin = 0
+		}
+	}
+	return false
 }
 
 func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapshot, exp Expect) {
@@ -288,8 +335,13 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 			r.Unlogged++
 		}
 	case Dead:
-		if want != FinalDead && !everyAttemptHandled(entries, idx, exp.Cap) {
-			r.Add(Wrong, id, "%s: dead-lettered, want %s (ledger: %s)", kind, want, history(entries, idx))
+		if want != FinalDead {
+			switch handled, ok := attemptsAccounted(entries, idx, exp.Cap); {
+			case !ok:
+				r.Add(Wrong, id, "%s: dead-lettered, want %s (ledger: %s)", kind, want, history(entries, idx))
+			case !handled:
+				r.Charged++
+			}
 		}
 		switch {
 		case obs.CountErr != "":
@@ -303,12 +355,16 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 		switch {
 		case !snap.AbsentIsSettled:
 			r.Add(Lost, id, "%s: the backend holds no row of it (ledger: %s)", kind, history(entries, idx))
+		case want == FinalDead && len(finals) > 0 && deletedWith(entries, finals[len(finals)-1]):
+			r.Destroyed++
 		case want == FinalDead:
 			r.Add(Lost, id, "%s: not in the dead letter, nor anywhere else (ledger: %s)", kind, history(entries, idx))
 		case len(finals) == 0 && lastEnd == want.String():
 			// The last run asked for it and its process died before the settlement's line:
 			// the frame may well have reached the broker.
 			r.Unlogged++
+		case len(finals) == 0 && diedParked(entries, idx, exp.InProcessDelay):
+			r.Parked++
 		case len(finals) == 0:
 			r.Add(Lost, id, "%s: gone from the broker without a successful ack or drop (ledger: %s)", kind, history(entries, idx))
 		case finals[len(finals)-1].Outcome != want.String():
@@ -332,6 +388,38 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 			r.Add(Lost, id, "%s: acknowledged, but its side row is missing", kind)
 		}
 	}
+}
+
+// parkSlack is how long after its due time an in-process delayed copy may still be in the
+// process that holds it: publishing it back takes a moment, more while the connection is
+// being re-established.
+const parkSlack = 2 * time.Second
+
+// diedParked reports whether the message's last event is a successful retry_after whose copy
+// waited in the settling process (delay > 0), and that process ended before the copy was due
+// back (plus parkSlack): the copy died with it, as in-process delays document. A process ends
+// with its own exit line, or at the latest when its worker's next process is ready.
+func diedParked(entries []Entry, idx []int, delay time.Duration) bool {
+	if delay <= 0 || len(idx) == 0 {
+		return false
+	}
+	last := entries[idx[len(idx)-1]]
+	if last.Ev != EvSettle || !last.OK || last.Outcome != "retry_after" || last.PID == 0 {
+		return false
+	}
+	due := last.At + int64(delay+parkSlack)
+	for _, e := range entries {
+		if e.At < last.At || e.At > due {
+			continue
+		}
+		switch {
+		case e.Ev == EvExit && e.PID == last.PID:
+			return true
+		case e.Ev == EvReady && e.Who == last.Who && e.PID != last.PID:
+			return true
+		}
+	}
+	return false
 }
 
 // redelivered drops from finals those whose acknowledgement the broker never received: an ack,
@@ -407,14 +495,23 @@ func allHeldFrom(ids []string, a, b int64, failedAt, finishedAt map[string]int64
 	return from
 }
 
-// everyAttemptHandled reports whether each of the cap's attempts of a message reached a
-// handler: then its process died in or after the handler every time it did not retry (a
-// SIGKILL that lands in a handler is a crash like a poison pill's), and the dead letter past
-// the cap is the contract. An attempt charged without a handler start (a row claimed beside a
-// crash, never handed out) makes the dead letter wrong.
-func everyAttemptHandled(entries []Entry, idx []int, cap int) bool {
+// attemptsAccounted reports whether each of the cap's attempts of a message is accounted for,
+// so that the dead letter past the cap is the contract: every attempt reached a handler (its
+// process died in or after the handler every time it did not retry: a SIGKILL that lands in a
+// handler is a crash like a poison pill's), or all but one did and that one was charged by a
+// crash. Attempts are counted when a message is taken (SQL lease and advisory, quorum queues,
+// JetStream), so a message taken beside a crash and never handed to a handler is charged the
+// attempt its claim counted; it is then taken alone, so that happens to it once (the
+// documented price of never letting a message run past the cap: the backend cannot tell it
+// from a poison message's first crash without a write per hand-out). The crash must be in the
+// ledger: a process exit or a fault that ends processes or connections between the message's
+// last line of an earlier attempt and its first line of a later one. Two attempts without a
+// handler, or one without a crash to charge it, make the dead letter wrong.
+//
+// handled reports that every attempt reached a handler.
+func attemptsAccounted(entries []Entry, idx []int, cap int) (handled, ok bool) {
 	if cap <= 0 {
-		return false
+		return false, false
 	}
 	started := make(map[int]bool)
 	for _, i := range idx {
@@ -422,12 +519,44 @@ func everyAttemptHandled(entries []Entry, idx []int, cap int) bool {
 			started[e.Attempt] = true
 		}
 	}
+	missing := 0
 	for a := 1; a <= cap; a++ {
-		if !started[a] {
-			return false
+		if started[a] {
+			continue
+		}
+		if missing++; missing > 1 || !crashCharged(entries, idx, a) {
+			return false, false
 		}
 	}
-	return true
+	return missing == 0, true
+}
+
+// crashCharged reports whether a crash lies where attempt a of a message, which no handler
+// started, was taken: after the message's last line of an earlier attempt (or the trial's
+// start) and before its first line of a later attempt.
+func crashCharged(entries []Entry, idx []int, a int) bool {
+	var from int64
+	to := int64(math.MaxInt64)
+	for _, i := range idx {
+		switch e := entries[i]; {
+		case e.Attempt < a:
+			from = max(from, e.At)
+		case e.Attempt > a:
+			to = min(to, e.At)
+		}
+	}
+	for _, e := range entries {
+		if e.At <= from || e.At >= to {
+			continue
+		}
+		switch {
+		case e.Ev == EvExit:
+			return true
+		case e.Ev == EvFault && e.Fault != "lock-row" && e.Fault != "delete-dead" && e.Phase != "end":
+			return true
+		}
+	}
+	return false
 }
 
 // window is a stretch of a blocking fault.
@@ -481,6 +610,7 @@ func checkProgress(r *Result, entries []Entry, exp Expect) {
 					delete(openBlock, key)
 				}
 				faultEnds = append(faultEnds, e)
+			case "deleted": // a mark within delete-dead, not its end
 			default:
 				faultEnds = append(faultEnds, e)
 			}

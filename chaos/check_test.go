@@ -112,17 +112,30 @@ func TestTailReturnsOnlyCompleteNewLines(t *testing.T) {
 }
 
 // ledger builds entries for a check: one message's lines at increasing times.
-type ledger struct{ entries []chaos.Entry }
+type ledger struct {
+	entries []chaos.Entry
+	offset  time.Duration
+}
 
 func (l *ledger) add(e chaos.Entry) {
-	e.At = int64(len(l.entries)+1) * int64(time.Millisecond)
+	e.At = int64(len(l.entries)+1)*int64(time.Millisecond) + int64(l.offset)
 	l.entries = append(l.entries, e)
 }
+
+// skip moves the clock of the entries added after it by d.
+func (l *ledger) skip(d time.Duration) { l.offset += d }
 
 func (l *ledger) run(who, id string, attempt int, outcome string, ok bool) {
 	l.add(chaos.Entry{Ev: chaos.EvStart, Who: who, ID: id, Attempt: attempt})
 	l.add(chaos.Entry{Ev: chaos.EvEnd, Who: who, ID: id, Attempt: attempt, Outcome: outcome})
 	l.add(chaos.Entry{Ev: chaos.EvSettle, Who: who, ID: id, Attempt: attempt, Outcome: outcome, OK: ok})
+}
+
+// parked logs a retry_after of attempt 1 by w1's process 7, whose copy then waits in it.
+func parked(l *ledger, id string) {
+	l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", PID: 7, ID: id, Attempt: 1})
+	l.add(chaos.Entry{Ev: chaos.EvEnd, Who: "w1", PID: 7, ID: id, Attempt: 1, Outcome: "retry_after"})
+	l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", PID: 7, ID: id, Attempt: 1, Outcome: "retry_after", OK: true})
 }
 
 func oneKind(t *testing.T, k chaos.Kind) chaos.Mix {
@@ -143,6 +156,8 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		snap  chaos.Snapshot
 		exp   func(e *chaos.Expect)
 		want  []chaos.Category
+		// charged: the dead letters accepted with one attempt a crash charged
+		charged int
 	}{
 		{name: "clean ack", kind: chaos.Ack, build: func(l *ledger) { l.run("w1", id, 1, "ack", true) }, snap: done},
 		{name: "row gone", kind: chaos.Ack, build: func(l *ledger) { l.run("w1", id, 1, "ack", true) },
@@ -180,9 +195,42 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			}
 			l.run("w1", id, 4, "dead_letter", true)
 		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}}},
-		// charged an attempt it never reached a handler in (claimed beside a crash): wrong
+		// charged an attempt it never reached a handler in, with no crash to charge it: wrong
 		{name: "ack charged without a handler", kind: chaos.Ack, build: func(l *ledger) {
 			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 1})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 3})
+			l.run("w1", id, 4, "dead_letter", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
+			want: []chaos.Category{chaos.Wrong}},
+		// taken beside a crash (a SIGKILL of its process) and never handed out, then killed in
+		// its handler twice: charged once by the crash, as counting at claim does
+		{name: "ack charged once beside a crash", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 2})
+			l.add(chaos.Entry{Ev: chaos.EvExit, Who: "w1", Outcome: "self_kill"})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 3})
+			l.run("w1", id, 4, "dead_letter", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}}, charged: 1},
+		// the crash came after the attempt it would have to explain: wrong
+		{name: "ack charged, the crash later", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 2})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 3})
+			l.run("w1", id, 4, "dead_letter", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
+			want: []chaos.Category{chaos.Wrong}},
+		// charged twice without a handler, crashes or not: wrong
+		{name: "ack charged twice beside crashes", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 3})
+			l.run("w1", id, 4, "dead_letter", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
+			want: []chaos.Category{chaos.Wrong}},
+		// a row held by another session is no crash: wrong
+		{name: "ack charged beside a locked row", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "lock-row", Phase: "begin"})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 2})
 			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 3})
 			l.run("w1", id, 4, "dead_letter", true)
 		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
@@ -201,6 +249,33 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true}},
 		{name: "broker: retry copy lost", kind: chaos.RetryAfter, build: func(l *ledger) { l.run("w1", id, 1, "retry_after", true) },
 			snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true}, want: []chaos.Category{chaos.Lost}},
+		// an in-process delayed copy dies with the process that held it before it was due
+		// (at-most-once, documented); one still held long after it was due is lost
+		{name: "broker: in-process copy dies with its process", kind: chaos.RetryAfter, build: func(l *ledger) {
+			parked(l, id)
+			l.add(chaos.Entry{Ev: chaos.EvExit, Who: "w1", PID: 7, Outcome: "self_kill"})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true},
+			exp: func(e *chaos.Expect) { e.InProcessDelay = 300 * time.Millisecond }},
+		{name: "broker: in-process copy's worker restarted before it was due", kind: chaos.RetryAfter, build: func(l *ledger) {
+			parked(l, id)
+			l.add(chaos.Entry{Ev: chaos.EvReady, Who: "w1", PID: 8})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true},
+			exp: func(e *chaos.Expect) { e.InProcessDelay = 300 * time.Millisecond }},
+		{name: "broker: in-process copy lost while its process ran on", kind: chaos.RetryAfter, build: func(l *ledger) {
+			parked(l, id)
+			l.skip(5 * time.Second)
+			l.add(chaos.Entry{Ev: chaos.EvExit, Who: "w1", PID: 7, Outcome: "self_kill"})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true},
+			exp: func(e *chaos.Expect) { e.InProcessDelay = 300 * time.Millisecond }, want: []chaos.Category{chaos.Lost}},
+		{name: "broker: another process's exit does not excuse a copy", kind: chaos.RetryAfter, build: func(l *ledger) {
+			parked(l, id)
+			l.add(chaos.Entry{Ev: chaos.EvExit, Who: "w2", PID: 9, Outcome: "self_kill"})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true},
+			exp: func(e *chaos.Expect) { e.InProcessDelay = 300 * time.Millisecond }, want: []chaos.Category{chaos.Lost}},
+		{name: "broker: a server-held copy is not excused by the exit", kind: chaos.RetryAfter, build: func(l *ledger) {
+			parked(l, id)
+			l.add(chaos.Entry{Ev: chaos.EvExit, Who: "w1", PID: 7, Outcome: "self_kill"})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true}, want: []chaos.Category{chaos.Lost}},
 		{name: "broker: dead letter published twice after a lost ack", kind: chaos.Fail, build: func(l *ledger) {
 			l.run("w1", id, 3, "dead_letter", true)
 		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 2, Count: 3}}, AbsentIsSettled: true}},
@@ -229,6 +304,24 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", ID: id, Attempt: 1, Outcome: "ack", OK: true})
 			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", ID: id, Attempt: 1, Outcome: "ack", OK: true})
 		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true, AcksUnconfirmed: true}, want: []chaos.Category{chaos.Double}},
+		{name: "broker: a dead letter confirmed into the queue a fault deleted", kind: chaos.Fail, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "delete-dead", Phase: "begin"})
+			l.run("w1", id, 3, "dead_letter", true)
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "delete-dead", Phase: "deleted"})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "delete-dead", Phase: "end"})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true}},
+		{name: "broker: a dead letter lost well after a fault deleted its queue", kind: chaos.Fail, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "delete-dead", Phase: "begin"})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "delete-dead", Phase: "deleted"})
+			l.skip(time.Second)
+			l.run("w1", id, 3, "dead_letter", true)
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "delete-dead", Phase: "end"})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true}, want: []chaos.Category{chaos.Lost}},
+		{name: "broker: an ack missing during a delete-dead fault is still lost", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "delete-dead", Phase: "begin"})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 1})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "delete-dead", Phase: "deleted"})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true}, want: []chaos.Category{chaos.Lost}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -243,6 +336,9 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			res := chaos.Check(l.entries, c.snap, exp)
 			if got := res.Failed(); !slices.Equal(got, c.want) {
 				t.Fatalf("failed categories %v, want %v; violations %v", got, c.want, res.Violations)
+			}
+			if res.Charged != c.charged {
+				t.Fatalf("Charged = %d, want %d", res.Charged, c.charged)
 			}
 		})
 	}

@@ -53,6 +53,14 @@ func WriteTable(w io.Writer, rows []Row) error {
 		return err
 	}
 	for _, r := range rows {
+		if r.Result != nil && r.Result.Parked > 0 {
+			fmt.Fprintf(w, "\nnote %s/%s/%s: %d retry_after copies waited in a process that died before they were due (in-process delay: at-most-once, as documented)\n",
+				r.Trial, r.Backend, r.Form, r.Result.Parked)
+		}
+		if r.Result != nil && r.Result.Charged > 0 {
+			fmt.Fprintf(w, "\nnote %s/%s/%s: %d messages dead-lettered with one attempt a crash or fault charged before any handler ran (counted at claim or delivery, as documented)\n",
+				r.Trial, r.Backend, r.Form, r.Result.Charged)
+		}
 		if r.Status == StatusPass {
 			continue
 		}

@@ -14,7 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// NATS is the suite's own nats-server with JetStream, its store in a directory of the run.
+// NATS is the suite's own nats-server with JetStream, its store in a directory of the run. It
+// runs a nats-server the suite built (BuildNATSServer) with sync_interval: always, so a SIGKILL
+// loses nothing the server confirmed (2.9 wrote JetStream state asynchronously, and a crash lost
+// acknowledgements it had confirmed).
 type NATS struct {
 	Port   int
 	dir    string
@@ -25,13 +28,14 @@ type NATS struct {
 	proc *Proc
 }
 
-// StartNATS starts nats-server with JetStream on port, storing in dir.
-func StartNATS(ctx context.Context, g *Groups, dir string, port int) (*NATS, error) {
-	server, err := findBin("nats-server", "/usr/sbin", "/usr/local/bin", "/usr/bin")
-	if err != nil {
-		return nil, fmt.Errorf("nats: install nats-server: %w", err)
+// StartNATS starts the nats-server binary server (2.10 or later) with JetStream on 127.0.0.1:port,
+// storing in dir and fsyncing every write (its configuration file is dir/nats.conf).
+func StartNATS(ctx context.Context, g *Groups, server, dir string, port int) (*NATS, error) {
+	store := filepath.Join(dir, "store")
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		return nil, fmt.Errorf("nats: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "store"), 0o700); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(natsConfig(port, store)), 0o600); err != nil {
 		return nil, fmt.Errorf("nats: %w", err)
 	}
 	n := &NATS{Port: port, dir: dir, server: server, g: g}
@@ -39,6 +43,18 @@ func StartNATS(ctx context.Context, g *Groups, dir string, port int) (*NATS, err
 		return nil, err
 	}
 	return n, nil
+}
+
+// natsConfig is the server's configuration: loopback only, JetStream in store, every write
+// fsynced before the server confirms it (sync_interval: always, nats-server 2.10+).
+func natsConfig(port int, store string) string {
+	return fmt.Sprintf(`listen: "127.0.0.1:%d"
+server_name: "settle-chaos-%d"
+jetstream {
+  store_dir: %s
+  sync_interval: always
+}
+`, port, port, strconv.Quote(store))
 }
 
 // URL is the server's client URL.
@@ -51,8 +67,7 @@ func (n *NATS) Start(ctx context.Context) error {
 	if n.proc != nil && !n.proc.Exited() {
 		return nil
 	}
-	cmd := exec.Command(n.server, "-a", "127.0.0.1", "-p", strconv.Itoa(n.Port), "-js",
-		"-sd", filepath.Join(n.dir, "store"), "-n", "settle-chaos-"+strconv.Itoa(n.Port))
+	cmd := exec.Command(n.server, "-c", filepath.Join(n.dir, "nats.conf"))
 	proc, err := Start(n.g, "nats-server", cmd, filepath.Join(n.dir, "server.log"), syscall.SIGKILL)
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)

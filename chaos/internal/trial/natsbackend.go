@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -171,7 +172,10 @@ func (b *natsBackend) cleanup(ctx context.Context) {
 func (b *natsBackend) strictAttempts() bool { return true } // NumDelivered
 func (b *natsBackend) sideRows() bool       { return false }
 
-// natsServer returns the suite's nats-server, starting it on first use.
+// natsServer returns the suite's nats-server, starting it on first use. Every NATS trial runs
+// on a nats-server built from the module version chaos/go.mod requires (2.15), with
+// sync_interval: always: built once per run (into the run's directory), started once, and a
+// failed build or start fails every NATS trial of the run with its error.
 func (e *Env) natsServer(ctx context.Context) (*servers.NATS, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -181,12 +185,17 @@ func (e *Env) natsServer(ctx context.Context) (*servers.NATS, error) {
 	if err := e.startErr["nats"]; err != nil {
 		return nil, err
 	}
-	port, err := servers.FreePort(NATSPorts[0], NATSPorts[1])
+	start := time.Now()
+	bin, version, err := servers.BuildNATSServer(ctx, filepath.Join(e.Dir, "nats-bin"))
 	if err == nil {
-		start := time.Now()
-		e.nats, err = servers.StartNATS(ctx, e.Groups, e.Dir+"/nats-"+strconv.Itoa(port), port)
-		if err == nil {
-			fmt.Fprintf(e.Log, "%s nats: own nats-server on 127.0.0.1:%d up in %v\n", time.Now().Format("15:04:05.000"), port, time.Since(start).Round(time.Millisecond))
+		fmt.Fprintf(e.Log, "%s nats: built %s (%s) in %v\n", time.Now().Format("15:04:05.000"), bin, version, time.Since(start).Round(time.Millisecond))
+		var port int
+		if port, err = servers.FreePort(NATSPorts[0], NATSPorts[1]); err == nil {
+			start = time.Now()
+			e.nats, err = servers.StartNATS(ctx, e.Groups, bin, filepath.Join(e.Dir, "nats-"+strconv.Itoa(port)), port)
+			if err == nil {
+				fmt.Fprintf(e.Log, "%s nats: own nats-server (sync_interval: always) on 127.0.0.1:%d up in %v\n", time.Now().Format("15:04:05.000"), port, time.Since(start).Round(time.Millisecond))
+			}
 		}
 	}
 	if err != nil {
