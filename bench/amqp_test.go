@@ -149,6 +149,13 @@ func rawAMQP(every int) func(ctx context.Context, queue string, quorum bool, pre
 // settleAMQP drains through a settle App: a classic or quorum descriptor with Prefetch(p) (the
 // queue exists; settle checks it passively) and a handler that acknowledges.
 func settleAMQP(workers int) func(ctx context.Context, queue string, quorum bool, prefetch, n int) (time.Duration, error) {
+	return settleAMQPWith(workers, true)
+}
+
+// settleAMQPWith is settleAMQP; without withPrefetch the descriptor gets no Prefetch (the
+// transport's default window) and prefetch is ignored, and with workers 0 the subscription gets
+// no Workers option (core's default).
+func settleAMQPWith(workers int, withPrefetch bool) func(ctx context.Context, queue string, quorum bool, prefetch, n int) (time.Duration, error) {
 	return func(ctx context.Context, queue string, quorum bool, prefetch, n int) (time.Duration, error) {
 		var settled atomic.Int64
 		done := make(chan struct{})
@@ -164,16 +171,25 @@ func settleAMQP(workers int) func(ctx context.Context, queue string, quorum bool
 		}
 		app.Register(b)
 		var ep core.Endpoint
+		var qopts []amqp.QuorumOption
+		var copts []amqp.ClassicOption
+		if withPrefetch {
+			qopts = append(qopts, amqp.Prefetch(prefetch))
+			copts = append(copts, amqp.Prefetch(prefetch))
+		}
 		if quorum {
-			ep, err = amqp.Quorum(b, queue, amqp.Prefetch(prefetch))
+			ep, err = amqp.Quorum(b, queue, qopts...)
 		} else {
-			ep, err = amqp.Classic(b, queue, amqp.Prefetch(prefetch))
+			ep, err = amqp.Classic(b, queue, copts...)
 		}
 		if err != nil {
 			return 0, err
 		}
-		if err := core.Subscribe(app, ep, func(context.Context, *core.Message[[]byte]) error { return nil },
-			core.WithCodec(core.Raw), core.Workers(workers)); err != nil {
+		subOpts := []core.Option{core.WithCodec(core.Raw)}
+		if workers > 0 {
+			subOpts = append(subOpts, core.Workers(workers))
+		}
+		if err := core.Subscribe(app, ep, func(context.Context, *core.Message[[]byte]) error { return nil }, subOpts...); err != nil {
 			return 0, err
 		}
 		runCtx, stop := context.WithCancel(ctx)
@@ -291,6 +307,7 @@ func BenchmarkAMQP(b *testing.B) {
 					}
 					byName[r.name], byMedian[r.name] = r.best(), r.median()
 					fmt.Printf("%-8s p=%-3d %-16s %8.0f msgs/s best, %8.0f median  (rounds %.0f)\n", kind, p, r.name, r.best(), r.median(), r.rates)
+					record(b, Record{Chart: "throughput", Backend: "rabbitmq", Series: r.name + ", " + kind, XName: "prefetch", X: float64(p), Unit: "msgs/s", Values: r.rates})
 				}
 				settleBest := max(byName["settle w=1"], byName["settle w=8"])
 				fmt.Printf("%-8s p=%-3d settle w=1 / raw %.2f; best settle / raw multiple %.2f; best settle / watermill %.2f (bests)\n",
@@ -301,6 +318,75 @@ func BenchmarkAMQP(b *testing.B) {
 				b.ReportMetric(ratio(byName["settle w=1"], byName["raw"]), fmt.Sprintf("%s-p%d-settle/raw", kind, p))
 				b.ReportMetric(ratio(settleBest, byName["watermill-amqp"]), fmt.Sprintf("%s-p%d-settle/watermill", kind, p))
 			}
+		}
+	}
+}
+
+// BenchmarkAMQPDefaults drains a classic and a quorum queue through one settle subscription
+// with no option at all (core's default workers, the transport's default window: unlimited on
+// a classic queue, amqp.DefaultQuorumPrefetch on a quorum queue) beside the raw amqp091-go loop
+// with multiple acknowledgements every 50 at the same window and at a window of 300, interleaved
+// round by round.
+//
+//	go test -run '^$' -bench 'BenchmarkAMQPDefaults$' -benchtime 1x ./bench
+//
+// SETTLE_BENCH_AMQP_N messages per drain (default 20000), SETTLE_BENCH_AMQP_ROUNDS rounds.
+func BenchmarkAMQPDefaults(b *testing.B) {
+	if c, err := amqp091.Dial(amqpURL()); err != nil {
+		coretest.ServerUnavailable(b, "RabbitMQ", amqpURL(), err)
+	} else {
+		_ = c.Close()
+	}
+	wide := rawAMQP(50)
+	contenders := []amqpContender{
+		{"raw multiple/50", rawAMQP(50)},
+		{"settle, defaults", settleAMQPWith(0, false)},
+		// The raw loop at the window where BenchmarkAMQP's raw loops ran fastest on this
+		// machine: the best raw loop, not only the one at settle's window.
+		{"raw multiple/50 window=300", func(ctx context.Context, queue string, quorum bool, _, n int) (time.Duration, error) {
+			return wide(ctx, queue, quorum, 300, n)
+		}},
+	}
+	for range b.N {
+		for _, quorum := range []bool{false, true} {
+			kind, window := "classic", 0 // basic.qos 0: no limit, as a classic queue's default
+			if quorum {
+				kind, window = "quorum", amqp.DefaultQuorumPrefetch
+			}
+			n := amqpN(b, 50)
+			results := make([]result, len(contenders))
+			var ratios, wideRatios []float64
+			for round := range amqpRounds(b) {
+				var rates [3]float64
+				for j := range contenders {
+					i := (j + round) % len(contenders) // alternate who goes first
+					c := contenders[i]
+					results[i].name = c.name
+					q := fmt.Sprintf("settle-bench-defaults-%s-%d-%d", kind, round, i)
+					if err := seedAMQP(q, quorum, n); err != nil {
+						b.Fatalf("seed %s: %v", q, err)
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+					d, err := c.drain(ctx, q, quorum, window, n)
+					cancel()
+					deleteAMQP(q)
+					if err != nil {
+						b.Fatalf("%s %s: %v", c.name, kind, err)
+					}
+					rates[i] = float64(n) / d.Seconds()
+					results[i].rates = append(results[i].rates, rates[i])
+				}
+				ratios = append(ratios, rates[1]/rates[0])
+				wideRatios = append(wideRatios, rates[1]/rates[2])
+			}
+			for _, r := range results {
+				fmt.Printf("%-8s window=%-3d %-16s %8.0f msgs/s median (rounds %.0f)\n", kind, window, r.name, r.median(), r.rates)
+				record(b, Record{Chart: "throughput", Backend: "rabbitmq", Series: r.name + ", " + kind + " defaults", Unit: "msgs/s", Values: r.rates})
+			}
+			fmt.Printf("%-8s settle defaults / raw multiple/50: %.2f by medians, rounds %.2f\n", kind, ratio(results[1].median(), results[0].median()), ratios)
+			fmt.Printf("%-8s settle defaults / raw multiple/50 at window 300: %.2f by medians, rounds %.2f\n", kind, ratio(results[1].median(), results[2].median()), wideRatios)
+			b.ReportMetric(ratio(results[1].median(), results[0].median()), kind+"-defaults/raw")
+			b.ReportMetric(ratio(results[1].median(), results[2].median()), kind+"-defaults/raw300")
 		}
 	}
 }

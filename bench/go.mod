@@ -17,6 +17,7 @@ require (
 	github.com/settlehq/settle/core v0.1.0
 	github.com/settlehq/settle/dialect-mysql v0.1.0
 	github.com/settlehq/settle/dialect-postgres v0.1.0
+	maragu.dev/goqite v0.4.0
 )
 
 require (

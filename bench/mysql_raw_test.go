@@ -114,7 +114,8 @@ func myRawRowLock(ctx context.Context, db *sql.DB, w, b int) (int64, error) {
 
 // myRawRowLockGrouped claims b rows and deletes them all with one DELETE … WHERE id IN (…) by
 // the primary key in the claim transaction, as the engine settles a claim's acks on a
-// GroupedRowLock dialect (dialect-mysql is not one: see docs/tuning.md). A claim that MariaDB
+// GroupedRowLock dialect (dialect-mysql spells that statement as a join of the ids to the table
+// by primary key instead, which locks no row past the claim's: see docs/tuning.md). A claim that MariaDB
 // picks as a deadlock victim has lost its transaction and its locks: its rows go back to the
 // queue and the step runs again.
 func myRawRowLockGrouped(ctx context.Context, db *sql.DB, w, b int) (int64, error) {

@@ -62,6 +62,7 @@ type myResult struct {
 	rate             float64
 	allocsPer        float64
 	minRate, maxRate float64
+	rates            []float64 // every round's, in round order
 }
 
 // myRounds is how often every contender drains (SETTLE_BENCH_MARIADB_ROUNDS, default 3); the
@@ -101,9 +102,14 @@ func runMyContenders(b *testing.B, cs []myContender) []myResult {
 	}
 	out := make([]myResult, len(cs))
 	for i, rs := range rounds {
+		var rates []float64
+		for _, r := range rs {
+			rates = append(rates, r.rate)
+		}
 		slices.SortFunc(rs, func(x, y myResult) int { return cmp.Compare(x.rate, y.rate) })
 		med := rs[len(rs)/2]
 		med.minRate, med.maxRate = rs[0].rate, rs[len(rs)-1].rate
+		med.rates = rates
 		out[i] = med
 	}
 	return out
@@ -176,6 +182,7 @@ func reportMy(b *testing.B, rs []myResult, pairs map[string]string) {
 		m := strings.NewReplacer(" ", "_", "(", "", ")", "", ",", "", "=", "").Replace(r.name)
 		b.ReportMetric(r.rate, m+"-msgs/s")
 		b.ReportMetric(r.allocsPer, m+"-allocs/msg")
+		record(b, Record{Chart: "throughput", Backend: "mariadb", Series: r.name, Unit: "msgs/s", Values: r.rates})
 	}
 	b.Log(sb.String())
 }

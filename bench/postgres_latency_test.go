@@ -153,6 +153,8 @@ func BenchmarkPostgresLatency(b *testing.B) {
 			fmt.Fprintf(&sb, "%-32s %10s %10s\n", mode.name, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond))
 			b.ReportMetric(float64(p50.Microseconds())/1000, metricName(mode.name)+"-p50-ms")
 			b.ReportMetric(float64(p99.Microseconds())/1000, metricName(mode.name)+"-p99-ms")
+			record(b, Record{Chart: "latency", Backend: "postgres", Series: mode.name, XName: "percentile", X: 50, Unit: "ms", Values: []float64{float64(p50.Microseconds()) / 1000}})
+			record(b, Record{Chart: "latency", Backend: "postgres", Series: mode.name, XName: "percentile", X: 99, Unit: "ms", Values: []float64{float64(p99.Microseconds()) / 1000}})
 		}
 		fmt.Print(sb.String()) // b.Log would cut the table at ten lines
 	}

@@ -149,6 +149,7 @@ func reportPG(b *testing.B, rs []result, base, peer string) {
 	for _, r := range rs {
 		fmt.Fprintf(&sb, "%-36s %7.0f (%6.0f) %9.2f %9.2f\n", r.name, r.best(), r.median(), ratio(r.best(), bRate), ratio(r.best(), pRate))
 		b.ReportMetric(r.best(), metricName(r.name)+"-jobs/s")
+		record(b, Record{Chart: "throughput", Backend: "postgres", Series: r.name, Unit: "msgs/s", Values: r.rates})
 	}
 	fmt.Print(sb.String()) // b.Log would cut the table at ten lines
 }

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package bench
 
 import (
@@ -55,6 +57,7 @@ func BenchmarkSQLiteDefaults(b *testing.B) {
 			b.ReportMetric(med(rs), fmt.Sprintf("ratio%d", c))
 		}
 		fmt.Fprintf(&out, "| %s | %s | %s |\n", name, spread(rates[c]), ratio)
+		record(b, Record{Chart: "throughput", Backend: "sqlite", Series: name, Unit: "msgs/s", Values: rates[c]})
 	}
 	b.Log(out.String())
 }
@@ -71,12 +74,19 @@ func rawSQLiteLease(b *testing.B, n, batch int) float64 {
 		b.Fatal(err)
 	}
 	defer db.pool.Close()
+	return rawSQLiteLeaseOn(b, db, n, batch, func() {})
+}
+
+// rawSQLiteLeaseOn is rawSQLiteLease on db; seeded runs between the seeding and the drain.
+func rawSQLiteLeaseOn(b *testing.B, db sqliteBenchDB, n, batch int, seeded func()) float64 {
+	ctx := context.Background()
 	t := sqlqueue.StandardTable("q")
 	t.Columns.ProcessedAt = ""
 	if err := db.create(ctx, t); err != nil {
 		b.Fatal(err)
 	}
 	seedSQLite(b, db, n)
+	seeded()
 	const claim = `UPDATE "q" SET "locked_until" = ?, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "q" WHERE "grp" = 'q' AND ("retry_after" IS NULL OR "retry_after" <= ?) AND "locked_until" IS NULL ORDER BY "id" LIMIT ?) RETURNING "id", "payload", "attempt", "headers", "created_at"`
 	var prev []any // token, then ids
 	done := 0

@@ -135,8 +135,9 @@ func wmSuffix() string {
 }
 
 // wmBench runs the contenders interleaved and prints each one's median publish and drain
-// rates, with the ratios to its peer's.
-func wmBench(b *testing.B, env string, contenders []wmContender) {
+// rates, with the ratios to its peer's, and records both per contender (backend names the
+// server in the records: "postgres", "rabbitmq", "mariadb").
+func wmBench(b *testing.B, env, backend string, contenders []wmContender) {
 	ctx := context.Background()
 	n, rounds := wmN(b), wmRounds(b)
 	rates := make(map[string][]wmRate)
@@ -180,6 +181,8 @@ func wmBench(b *testing.B, env string, contenders []wmContender) {
 			drain.rates = append(drain.rates, r.drain)
 		}
 		medians[c.name] = wmRate{publish: pub.median(), drain: drain.median()}
+		record(b, Record{Chart: "publish", Backend: backend, Series: c.name, Unit: "msgs/s", Values: pub.rates})
+		record(b, Record{Chart: "throughput", Backend: backend, Series: c.name, Unit: "msgs/s", Values: drain.rates})
 		peer, ok := medians[c.peer]
 		ratio := func(v, p float64) string {
 			if !ok || p == 0 {
@@ -263,7 +266,7 @@ func BenchmarkWatermillPostgres(b *testing.B) {
 			return ps, nil
 		}
 	}
-	wmBench(b, "SETTLE_BENCH_WATERMILL_WHO", []wmContender{
+	wmBench(b, "SETTLE_BENCH_WATERMILL_WHO", "postgres", []wmContender{
 		{"watermill-sql (offsets)", "", func(ctx context.Context, topic string) (*wmPubSub, error) {
 			p, err := pgxpool.New(ctx, url)
 			if err != nil {
@@ -372,5 +375,5 @@ func BenchmarkWatermillAMQP(b *testing.B) {
 				}}, nil
 			}})
 	}
-	wmBench(b, "SETTLE_BENCH_WATERMILL_WHO", contenders)
+	wmBench(b, "SETTLE_BENCH_WATERMILL_WHO", "rabbitmq", contenders)
 }

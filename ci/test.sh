@@ -26,6 +26,12 @@ trap 'rm -rf "$tmp"' EXIT
 	echo "ci/test.sh: ci/testreport does not build or pass its tests" >&2
 	exit 1
 }
+# So is ci/bench.sh's chart tool (gonum.org/v1/plot stays out of the workspace); its output only on failure.
+(cd ci/benchchart && GOWORK=off go vet ./... && GOWORK=off go test -count=1 ./... && GOWORK=off go build -o "$tmp/benchchart" .) >"$tmp/benchchart.log" 2>&1 || {
+	cat "$tmp/benchchart.log"
+	echo "ci/test.sh: ci/benchchart does not build or pass its tests" >&2
+	exit 1
+}
 
 failed_mods=0 pass=0 fail=0 skip=0 summary=()
 for dir in $mods; do
