@@ -61,6 +61,14 @@ type Expect struct {
 	// that settled its original (RabbitMQ without a delay backend): at-most-once, as
 	// documented, so a copy lost because that process died while it waited is allowed.
 	InProcessDelay time.Duration
+	// CopyOutcomes names the outcomes the backend settles by publishing a copy of the message
+	// and then acknowledging the original (RabbitMQ: dead letters, server-held retry_after
+	// copies, a classic queue's counted retries; NATS: dead letters). A run that asked for one
+	// of them and whose settlement never succeeded (its process died, or the original's
+	// acknowledgement failed, after the broker may have confirmed the copy) forks the message:
+	// the copy and the redelivered original both live on, at-least-once as documented (see
+	// forks).
+	CopyOutcomes map[string]bool
 }
 
 // Where is where a message is at the end of a trial.
@@ -154,6 +162,10 @@ type Result struct {
 	// attempt that no handler started was charged by a crash or fault (attemptsAccounted):
 	// counting at claim or delivery, as documented; reported.
 	Charged int
+	// Forked counts messages finished once by a copy and once by its redelivered original,
+	// after a crash between the copy and the original's ack (Expect.CopyOutcomes):
+	// at-least-once, as documented; reported.
+	Forked int
 	// MaxRecover is the longest time from a fault's end to the next successful settlement.
 	MaxRecover time.Duration
 	// MaxGap is the longest stretch without a settlement while messages remained, blocking
@@ -267,6 +279,9 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 		obs = Observed{Where: Absent, Count: -1}
 	}
 
+	// A forked message has a copy and a redelivered original alive at once: each may finish,
+	// and each counts its own attempts, so one may settle an attempt below another's start.
+	forked := forks(entries, idx, exp.CopyOutcomes)
 	var finals []Entry
 	starts, open, finished := 0, false, false
 	lastEnd := ""   // what the last run asked for, when no run started after it
@@ -294,7 +309,7 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 			}
 			finished = true
 			finals = append(finals, e)
-			if exp.StrictAttempts && e.Attempt < maxStarted {
+			if exp.StrictAttempts && e.Attempt < maxStarted && forked == 0 {
 				r.Add(Double, id, "%s of attempt %d by %s succeeded after attempt %d had started: settled under a lease or claim that was no longer current",
 					e.Outcome, e.Attempt, e.Who, maxStarted)
 			}
@@ -302,6 +317,11 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 	}
 	if snap.AcksUnconfirmed && len(finals) > 1 {
 		finals = redelivered(finals, entries, idx)
+	}
+	if forked > 0 && len(finals) > 1 && len(finals) <= 1+forked {
+		// One final per lineage; their runs were counted as duplicate runs above.
+		r.Forked++
+		finals = finals[len(finals)-1:]
 	}
 	if len(finals) > 1 {
 		var s []string
@@ -420,6 +440,34 @@ func diedParked(entries []Entry, idx []int, delay time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// forks counts the runs of a message that asked for an outcome settled by a copy (copies)
+// whose settlement never succeeded: no successful settlement line of that attempt from the
+// same process follows the run's end. The broker may have confirmed the copy before the
+// process died or the original's acknowledgement failed; then the copy and the redelivered
+// original are two messages, each delivered, counted and finished on its own (the documented
+// duplicate of a crash between a copy and its original's ack).
+func forks(entries []Entry, idx []int, copies map[string]bool) int {
+	n := 0
+	for k, i := range idx {
+		e := entries[i]
+		if e.Ev != EvEnd || !copies[e.Outcome] {
+			continue
+		}
+		settled := false
+		for _, j := range idx[k+1:] {
+			s := entries[j]
+			if s.Ev == EvSettle && s.OK && s.PID == e.PID && s.Attempt == e.Attempt {
+				settled = true
+				break
+			}
+		}
+		if !settled {
+			n++
+		}
+	}
+	return n
 }
 
 // redelivered drops from finals those whose acknowledgement the broker never received: an ack,

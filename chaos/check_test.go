@@ -138,6 +138,15 @@ func parked(l *ledger, id string) {
 	l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", PID: 7, ID: id, Attempt: 1, Outcome: "retry_after", OK: true})
 }
 
+// forkedCopy logs a run of attempt 1 by w1's process 7 that asked for outcome (settled by a
+// copy), then the kill of that process before its settlement's line.
+func forkedCopy(l *ledger, id, outcome string) {
+	l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", PID: 7, ID: id, Attempt: 1})
+	l.add(chaos.Entry{Ev: chaos.EvEnd, Who: "w1", PID: 7, ID: id, Attempt: 1, Outcome: outcome})
+	l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+	l.add(chaos.Entry{Ev: chaos.EvReady, Who: "w1", PID: 8})
+}
+
 func oneKind(t *testing.T, k chaos.Kind) chaos.Mix {
 	m, err := chaos.ParseMix(k.String()+"=1", 1)
 	if err != nil {
@@ -158,6 +167,8 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		want  []chaos.Category
 		// charged: the dead letters accepted with one attempt a crash charged
 		charged int
+		// forked: the messages accepted as finished by a copy and by its original
+		forked int
 	}{
 		{name: "clean ack", kind: chaos.Ack, build: func(l *ledger) { l.run("w1", id, 1, "ack", true) }, snap: done},
 		{name: "row gone", kind: chaos.Ack, build: func(l *ledger) { l.run("w1", id, 1, "ack", true) },
@@ -304,6 +315,41 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", ID: id, Attempt: 1, Outcome: "ack", OK: true})
 			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", ID: id, Attempt: 1, Outcome: "ack", OK: true})
 		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true, AcksUnconfirmed: true}, want: []chaos.Category{chaos.Double}},
+		// a retry_after copy confirmed, the process killed before the original's ack: the
+		// original comes back (charged by the kill, attempt 3) and the copy too (attempt 2);
+		// both finish, each under its own count
+		{name: "broker: a copy and its redelivered original both finish", kind: chaos.RetryAfter, build: func(l *ledger) {
+			forkedCopy(l, id, "retry_after")
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", PID: 8, ID: id, Attempt: 2})
+			l.add(chaos.Entry{Ev: chaos.EvReady, Who: "w1", PID: 9})
+			l.run("w1", id, 3, "ack", true)
+			l.run("w1", id, 2, "ack", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true, AcksUnconfirmed: true},
+			exp: func(e *chaos.Expect) { e.StrictAttempts = true; e.CopyOutcomes = map[string]bool{"retry_after": true} }, forked: 1},
+		{name: "broker: no copy outcome, no fork", kind: chaos.RetryAfter, build: func(l *ledger) {
+			forkedCopy(l, id, "retry_after")
+			l.run("w1", id, 3, "ack", true)
+			l.run("w1", id, 2, "ack", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true, AcksUnconfirmed: true},
+			exp: func(e *chaos.Expect) { e.StrictAttempts = true }, want: []chaos.Category{chaos.Double}},
+		{name: "broker: a copy settled before the kill forks nothing", kind: chaos.RetryAfter, build: func(l *ledger) {
+			parked(l, id)
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+			l.run("w1", id, 3, "ack", true)
+			l.run("w1", id, 2, "ack", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true, AcksUnconfirmed: true},
+			exp:  func(e *chaos.Expect) { e.StrictAttempts = true; e.CopyOutcomes = map[string]bool{"retry_after": true} },
+			want: []chaos.Category{chaos.Double}},
+		{name: "broker: one fork, three finals", kind: chaos.RetryAfter, build: func(l *ledger) {
+			forkedCopy(l, id, "retry_after")
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", PID: 9, ID: id, Attempt: 3})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", PID: 9, ID: id, Attempt: 2})
+			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", PID: 9, ID: id, Attempt: 3, Outcome: "ack", OK: true})
+			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", PID: 9, ID: id, Attempt: 2, Outcome: "ack", OK: true})
+			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", PID: 9, ID: id, Attempt: 2, Outcome: "ack", OK: true})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{}, AbsentIsSettled: true, AcksUnconfirmed: true},
+			exp:  func(e *chaos.Expect) { e.StrictAttempts = true; e.CopyOutcomes = map[string]bool{"retry_after": true} },
+			want: []chaos.Category{chaos.Double}},
 		{name: "broker: a dead letter confirmed into the queue a fault deleted", kind: chaos.Fail, build: func(l *ledger) {
 			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "delete-dead", Phase: "begin"})
 			l.run("w1", id, 3, "dead_letter", true)
@@ -339,6 +385,9 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			}
 			if res.Charged != c.charged {
 				t.Fatalf("Charged = %d, want %d", res.Charged, c.charged)
+			}
+			if res.Forked != c.forked {
+				t.Fatalf("Forked = %d, want %d", res.Forked, c.forked)
 			}
 		})
 	}

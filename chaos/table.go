@@ -61,6 +61,10 @@ func WriteTable(w io.Writer, rows []Row) error {
 			fmt.Fprintf(w, "\nnote %s/%s/%s: %d messages dead-lettered with one attempt a crash or fault charged before any handler ran (counted at claim or delivery, as documented)\n",
 				r.Trial, r.Backend, r.Form, r.Result.Charged)
 		}
+		if r.Result != nil && r.Result.Forked > 0 {
+			fmt.Fprintf(w, "\nnote %s/%s/%s: %d messages finished twice, a copy and its original, after a crash between the copy and the original's ack (at-least-once, as documented)\n",
+				r.Trial, r.Backend, r.Form, r.Result.Forked)
+		}
 		if r.Status == StatusPass {
 			continue
 		}

@@ -181,6 +181,28 @@ func inProcessDelay(b backend) time.Duration {
 	return 0
 }
 
+// copyOutcomes names the outcomes backend b settles by publishing a copy, then acknowledging
+// the original (chaos.Expect.CopyOutcomes): on RabbitMQ dead letters, retry_after where the
+// server holds the delay (an in-process delay acknowledges the original at once and publishes
+// later), and a classic queue's counted retries (the trials always set a cap); on NATS dead
+// letters (a retry_after is a NAK with a delay). SQL backends settle in place.
+func copyOutcomes(b backend) map[string]bool {
+	switch b := b.(type) {
+	case *amqpBackend:
+		out := map[string]bool{"dead_letter": true}
+		if b.delay != "inprocess" {
+			out["retry_after"] = true
+		}
+		if b.queueType != "quorum" {
+			out["retry"] = true
+		}
+		return out
+	case *natsBackend:
+		return map[string]bool{"dead_letter": true}
+	}
+	return nil
+}
+
 func (r *run) workerArgs(name string) []string {
 	args := append(r.b.workerArgs(r),
 		"-ledger", filepath.Join(r.dir, "ledger"), "-name", name, "-seed", strconv.FormatInt(r.seed, 10),
@@ -382,7 +404,7 @@ func (r *run) execute(ctx context.Context) (*chaos.Result, error) {
 	res := chaos.Check(entries, snap, chaos.Expect{
 		IDs: r.ids, Mix: r.mix, Cap: 3, SideRows: r.b.sideRows() && r.sc.Transactional,
 		StrictAttempts: r.b.strictAttempts(), StallBound: r.sc.StallBound, RecoverBound: r.sc.RecoverBound, MaxRuns: r.sc.MaxRuns,
-		InProcessDelay: inProcessDelay(r.b),
+		InProcessDelay: inProcessDelay(r.b), CopyOutcomes: copyOutcomes(r.b),
 	})
 	res.Torn = torn
 	return res, nil
