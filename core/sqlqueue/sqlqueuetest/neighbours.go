@@ -223,23 +223,53 @@ func crashNeighboursAdvisory(t *testing.T, f *Fixture) {
 	}
 }
 
-// crashStop stops an App whose handlers never return, as a crash would leave them: it advances
-// the clock past the shutdown timeouts until the App has stopped (their deliveries abandoned).
+// crashShutdown is the shutdown timeout of the Apps crashStop stops: far longer than any other
+// timer they arm (the poll interval), so that crashStop can tell it from them.
+const crashShutdown = time.Minute
+
+// crashStop stops an App (whose shutdown timeout is crashShutdown) with handlers that never
+// return on their own, as a crash would leave them: it fires the App's shutdown timeout, which
+// cancels the handlers and abandons their deliveries, and then waits for the App to stop. It
+// fires no timer armed after that one: the App's next timeouts would close the source under
+// the abandons it is still settling and then return without them, their claims' transactions
+// still holding the rows into the next process, which would then pass over them (a killed
+// process's connections close, and release its rows, before another process starts).
 func (e *env) crashStop(stop func()) {
 	e.t.Helper()
+	cancelled := e.tap.watch(shutdownTimedOut)
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	go func() {
-		<-stopped
-		cancel()
-	}()
-	for e.clock.BlockUntil(ctx, 1) == nil {
-		e.clock.Advance(time.Second)
+	for {
+		// Until the shutdown timeout, the App's pollers may still be armed: fire each that
+		// comes first (the App has stopped pulling, or will find it has when it looks). Each
+		// moves the clock by at most a poll interval, possibly after the shutdown timeout was
+		// armed: that one is the timer due more than half of it ahead.
+		if err := e.clock.BlockUntil(e.ctx, 1); err != nil {
+			e.t.Fatal(err)
+		}
+		due, ok := e.clock.NextDue()
+		if !ok {
+			continue // disarmed in between
+		}
+		shutdown := due.Sub(e.clock.Now()) > crashShutdown/2
+		e.clock.AdvanceTo(due)
+		if shutdown {
+			break
+		}
 	}
+	waitFor(e.t, cancelled, "the shutdown timeout to cancel the handlers")
 	waitFor(e.t, stopped, "the App to stop")
+	if l := e.logs.Find(shutdownUnder); len(l) > 0 {
+		e.t.Fatalf("the App closed its source under the abandoned handlers (%v); want it stopped once their claims ended", l)
+	}
 }
+
+// The App's log lines when its shutdown timeout cancels the handlers still running, and when
+// they are still running a timeout after that.
+const (
+	shutdownTimedOut = "settle: shutdown timeout: cancelling handlers still running; their deliveries are abandoned and come back"
+	shutdownUnder    = "settle: handlers ignored cancellation; closing backends under them (their messages return by rollback, lease or requeue)"
+)
 
 // crashNeighboursRowLock: the row-lock form counting at claim, four workers each in a claim of
 // one row (the claim size starts at one) — a poison row and three neighbours — when the
@@ -261,7 +291,7 @@ func crashNeighboursRowLock(t *testing.T, f *Fixture) {
 	defer close(quit)
 	for round := 1; round <= crashLoopCap+1; round++ {
 		entered := make(chan int64, 4)
-		a := e.app(nil, core.WithShutdownTimeout(time.Second))
+		a := e.app(nil, core.WithShutdownTimeout(crashShutdown))
 		subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormRowLock), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
 			id, _ := sqlqueue.RowID(m.Delivery())
 			if round > crashLoopCap {
