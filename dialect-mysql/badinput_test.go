@@ -130,7 +130,10 @@ func TestConnectionDroppedMidFlight(t *testing.T) {
 		t.Fatalf("first attempt = %d", got)
 	}
 	var thread int64
-	if err := db.Pool().QueryRowContext(ctx, "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX LIMIT 1").Scan(&thread); err != nil {
+	// The claim's transaction is the one open on this test's own database: other tests (and
+	// other test processes) share the server, and their transactions must not be the one killed.
+	if err := db.Pool().QueryRowContext(ctx, "SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t"+
+		" JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE p.DB = DATABASE()").Scan(&thread); err != nil {
 		t.Fatalf("finding the claim's connection: %v", err)
 	}
 	if _, err := db.Pool().ExecContext(ctx, "KILL ?", thread); err != nil {
