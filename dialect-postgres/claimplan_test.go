@@ -272,9 +272,12 @@ func TestClaimPlanReadyIndex(t *testing.T) {
 							t.Errorf("generic plan %v: the statement reads the table by %v, not by its ready index:\n%s", generic, p.scans, sql)
 						}
 						// The rows its own subscription settled just before are all it passes
-						// over: a walk through the processed rows touches over 3000.
-						if p.buffers > 400 {
-							t.Errorf("generic plan %v: the statement touched %d buffers (at most 400 expected):\n%s", generic, p.buffers, sql)
+						// over: a walk through the processed rows touches over 3000. Alone on
+						// the server it touches under 400; another session's open snapshot
+						// keeps the index entries of those settled rows from being marked
+						// dead, and then it visited 915 once, hence the bound between.
+						if p.buffers > 1500 {
+							t.Errorf("generic plan %v: the statement touched %d buffers (at most 1500 expected; a walk through the processed rows touches over 3000):\n%s", generic, p.buffers, sql)
 						}
 					}
 				}
