@@ -65,9 +65,17 @@ type confirmer struct {
 	head, tail *confirmation
 	timer      *time.Timer
 	armed      bool
-	at         time.Time                       // when the timer fires (armed): at or before the first deadline
-	watched    map[<-chan struct{}]func() bool // the contexts whose end fails their confirmations
-	closed     bool                            // Close: unsubscribe once nothing waits
+	at         time.Time                  // when the timer fires (armed): at or before the first deadline
+	watched    map[<-chan struct{}]*watch // the contexts whose end fails their confirmations
+	closed     bool                       // Close: unsubscribe once nothing waits
+}
+
+// watch is a context watched for the confirmations waiting under it: the watch ends when the
+// last of them is done, so a caller passing a context of its own to every Finish leaves none
+// behind.
+type watch struct {
+	stop func() bool // the context.AfterFunc's
+	n    int         // confirmations waiting under it
 }
 
 // listen subscribes to the consumer's reply inbox.
@@ -147,15 +155,18 @@ func (c *consumer) waitLocked(cf *confirmation) {
 		}
 	}
 	if done := cf.ctx.Done(); done != nil {
-		if _, ok := w.watched[done]; !ok {
+		wt, ok := w.watched[done]
+		if !ok {
 			if w.watched == nil {
-				w.watched = make(map[<-chan struct{}]func() bool)
+				w.watched = make(map[<-chan struct{}]*watch)
 			}
 			ctx := cf.ctx
-			w.watched[done] = context.AfterFunc(ctx, func() {
+			wt = &watch{stop: context.AfterFunc(ctx, func() {
 				c.failWhere(func(cf *confirmation) bool { return cf.ctx.Done() == done }, func(*confirmation) error { return ctx.Err() })
-			})
+			})}
+			w.watched[done] = wt
 		}
+		wt.n++
 	}
 }
 
@@ -176,6 +187,14 @@ func (c *consumer) doneLocked(cf *confirmation, ok bool) bool {
 		w.tail = cf.prev
 	}
 	cf.prev, cf.next = nil, nil
+	if done := cf.ctx.Done(); done != nil {
+		if wt, ok := w.watched[done]; ok {
+			if wt.n--; wt.n == 0 {
+				wt.stop()
+				delete(w.watched, done)
+			}
+		}
+	}
 	d := cf.d
 	if f, in := c.flights[d.seq]; in && f.d == d {
 		f.conf = nil
@@ -193,13 +212,29 @@ func (c *consumer) reportConfirmed(cf *confirmation, err error) {
 	if err == nil {
 		c.lastDone.Store(d)
 	} else {
-		what := cf.v.Action.String()
-		if cf.v.Action == core.ActDeadLetter {
-			what = "+TERM after dead letter"
-		}
-		err = fmt.Errorf("natsjs: %s of stream %q sequence %d: %w", what, c.cfg.stream, d.seq, err)
+		err = c.settleErr(d, cf.v, err)
 	}
 	cf.settled(d, cf.v, err)
+}
+
+// unlockAndFinish ends cf with err (nil: confirmed): out of the map, the list and hand, then,
+// with flyMu released (it is held on entry), the inbox unsubscribed if it is time and the
+// settlement reported.
+func (c *consumer) unlockAndFinish(cf *confirmation, err error) {
+	unsub := c.doneLocked(cf, err == nil)
+	c.flyMu.Unlock()
+	c.unsubscribe(unsub)
+	c.reportConfirmed(cf, err)
+}
+
+// refusedLocked counts a send of cf that was refused with err, and reports whether none is
+// left to be answered (cf then fails with its first refusal, cf.first).
+func refusedLocked(cf *confirmation, err error) bool {
+	cf.sent--
+	if cf.first == nil {
+		cf.first = err
+	}
+	return cf.sent <= 0
 }
 
 // answered is the inbox's handler: an answer of the server to a confirmed frame.
@@ -219,41 +254,23 @@ func (c *consumer) answered(m *nats.Msg) {
 		return
 	}
 	if refused != nil {
-		cf.sent--
-		if cf.first == nil {
-			cf.first = refused
-		}
-		if cf.sent > 0 { // another send of it may still be answered
+		if !refusedLocked(cf, refused) { // another send of it may still be answered
 			c.flyMu.Unlock()
 			return
 		}
 		refused = cf.first
 	}
-	unsub := c.doneLocked(cf, refused == nil)
-	c.flyMu.Unlock()
-	c.unsubscribe(unsub)
-	c.reportConfirmed(cf, refused)
+	c.unlockAndFinish(cf, refused)
 }
 
 // refused counts a send of cf that failed; cf fails when none is left to be answered.
 func (c *consumer) refused(cf *confirmation, err error) {
 	c.flyMu.Lock()
-	if !cf.waiting {
+	if !cf.waiting || !refusedLocked(cf, err) {
 		c.flyMu.Unlock()
 		return
 	}
-	cf.sent--
-	if cf.first == nil {
-		cf.first = err
-	}
-	if cf.sent > 0 {
-		c.flyMu.Unlock()
-		return
-	}
-	unsub := c.doneLocked(cf, false)
-	c.flyMu.Unlock()
-	c.unsubscribe(unsub)
-	c.reportConfirmed(cf, cf.first)
+	c.unlockAndFinish(cf, cf.first)
 }
 
 // sweep is the timer: the confirmations past their deadline fail.
@@ -317,8 +334,8 @@ func (c *consumer) closeConfirmer() {
 	c.flyMu.Lock()
 	w := &c.cf
 	w.closed = true
-	for done, stop := range w.watched {
-		stop()
+	for done, wt := range w.watched {
+		wt.stop()
 		delete(w.watched, done)
 	}
 	unsub := len(w.pending) == 0 && w.sub != nil

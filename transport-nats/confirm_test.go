@@ -142,6 +142,47 @@ func TestConfirmations(t *testing.T) {
 		t.Fatalf("ack given an ended context: %v; want Canceled", err)
 	}
 
+	// A caller passing a context of its own to every settlement: each is watched while its
+	// confirmation waits, and no longer once it is answered.
+	for range 5 {
+		pctx, pcancel := context.WithCancel(ctx)
+		d = deliver("ack.answer")
+		c.confirmed(pctx, d, ack, settled, "ack", ackFrame)
+		if err := wait(d, 5*time.Second); err != nil {
+			t.Fatalf("answered ack under its own context: %v", err)
+		}
+		<-frames
+		pcancel()
+	}
+	// Two waiting under one context are both failed by its end, and its watch goes with them.
+	cctx, cancel = context.WithCancel(ctx)
+	d1, d2 := deliver("ack.silent"), deliver("ack.silent")
+	c.confirmed(cctx, d1, ack, settled, "ack", ackFrame)
+	c.confirmed(cctx, d2, ack, settled, "ack", ackFrame)
+	c.flyMu.Lock()
+	watched := len(c.cf.watched)
+	c.flyMu.Unlock()
+	if watched != 1 {
+		t.Fatalf("%d contexts watched for two confirmations under one; want 1", watched)
+	}
+	cancel()
+	for range 2 {
+		select {
+		case r := <-results:
+			if !errors.Is(r.err, context.Canceled) || (r.d != d1 && r.d != d2) {
+				t.Fatalf("settled %v: %v; want one of the two Canceled", r.d.ID(), r.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the two confirmations under an ended context were not failed")
+		}
+	}
+	c.flyMu.Lock()
+	watched = len(c.cf.watched)
+	c.flyMu.Unlock()
+	if watched != 0 {
+		t.Fatalf("%d contexts still watched with no confirmation waiting; want 0", watched)
+	}
+
 	d = deliver("ack.silent")
 	c.confirmed(ctx, d, ack, settled, "ack", ackFrame)
 	c.disconnected()

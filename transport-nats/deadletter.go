@@ -51,14 +51,7 @@ func (c *consumer) deadLetter(ctx context.Context, d *Delivery, v core.Verdict, 
 		return
 	}
 	c.dl.succeed()
-	if c.cfg.confirmAcks {
-		c.untrack(d) // no +WPI while the +TERM waits for its confirmation
-		c.confirmed(ctx, d, v, settled, "+TERM", termFrame)
-		return
-	}
-	err = c.target(d).Term()
-	c.untrack(d)
-	c.written(d, v, settled, err, termFrame)
+	c.term(ctx, d, v, settled)
 }
 
 // hold keeps d leased for wait on the clock, then returns it with -NAK.

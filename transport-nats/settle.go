@@ -52,14 +52,7 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		c.confirmed(ctx, del, v, settled, "ack", ackFrame)
 		return
 	case core.ActDrop:
-		if c.cfg.confirmAcks {
-			c.untrack(del) // no +WPI while the +TERM waits for its confirmation
-			c.confirmed(ctx, del, v, settled, "+TERM", termFrame)
-			return
-		}
-		err = c.target(del).Term()
-		c.untrack(del)
-		c.written(del, v, settled, err, termFrame)
+		c.term(ctx, del, v, settled)
 		return
 	case core.ActRetryAfter:
 		err = c.nak(del, v.Delay)
@@ -87,11 +80,30 @@ func (c *consumer) written(d *Delivery, v core.Verdict, settled core.Settled, er
 		c.lastDone.Store(d)
 	} else {
 		c.land(d, nil)
-		what := v.Action.String()
-		if v.Action == core.ActDeadLetter {
-			what = "+TERM after dead letter"
-		}
-		err = fmt.Errorf("natsjs: %s of stream %q sequence %d: %w", what, c.cfg.stream, d.seq, err)
+		err = c.settleErr(d, v, err)
 	}
 	settled(d, v, err)
+}
+
+// term ends d with +TERM (a drop, or the original of a stored dead letter): confirmed by the
+// server's answer under confirmAcks, otherwise reported once written.
+func (c *consumer) term(ctx context.Context, d *Delivery, v core.Verdict, settled core.Settled) {
+	if c.cfg.confirmAcks {
+		c.untrack(d) // no +WPI while the +TERM waits for its confirmation
+		c.confirmed(ctx, d, v, settled, "+TERM", termFrame)
+		return
+	}
+	err := c.target(d).Term()
+	c.untrack(d)
+	c.written(d, v, settled, err, termFrame)
+}
+
+// settleErr is the error of d's settlement v that failed with err, naming the frame, the stream
+// and the sequence.
+func (c *consumer) settleErr(d *Delivery, v core.Verdict, err error) error {
+	what := v.Action.String()
+	if v.Action == core.ActDeadLetter {
+		what = "+TERM after dead letter"
+	}
+	return fmt.Errorf("natsjs: %s of stream %q sequence %d: %w", what, c.cfg.stream, d.seq, err)
 }
