@@ -55,7 +55,7 @@ func (l *lease) flushDueLocked(n int) bool {
 func (l *lease) setIdle(idle bool) {
 	l.qmu.Lock()
 	l.idle = idle
-	l.pokeIfDueLocked()
+	l.unlockAndPokeIfDue()
 }
 
 // setStopped records that the subscription stopped pulling (no claim cycle is coming any
@@ -63,11 +63,11 @@ func (l *lease) setIdle(idle bool) {
 func (l *lease) setStopped() {
 	l.qmu.Lock()
 	l.stopped = true
-	l.pokeIfDueLocked()
+	l.unlockAndPokeIfDue()
 }
 
-// pokeIfDueLocked releases l.qmu and wakes the settler when what is queued is due now.
-func (l *lease) pokeIfDueLocked() {
+// unlockAndPokeIfDue releases l.qmu (held by its caller) and wakes the settler when what is queued is due now.
+func (l *lease) unlockAndPokeIfDue() {
 	due := len(l.queue) > 0 && l.flushDueLocked(len(l.queue))
 	l.qmu.Unlock()
 	if due {
@@ -283,7 +283,7 @@ func (l *lease) report(items []item, lost []bool, err error) {
 	// Fewer outstanding: what is queued may now be all there is, which flushes at once when no
 	// claim cycle is coming.
 	l.qmu.Lock()
-	l.pokeIfDueLocked()
+	l.unlockAndPokeIfDue()
 }
 
 type mismatch struct{}
