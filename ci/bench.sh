@@ -49,11 +49,16 @@ run() { echo "== $*"; "$@"; }
 run go -C core test -run '^$' -bench Dispatch -benchtime 300000x .
 run go -C dialect-sqlite test -run '^$' -bench Drain -benchtime 50000x .
 run go -C bench test -run '^$' -bench 'BenchmarkSQLite$' -benchtime 1x -timeout 30m .
+run go -C bench test -run '^$' -bench 'BenchmarkSQLiteDefaults$' -benchtime 1x -timeout 30m .
+run go -C bench test -run '^$' -bench 'BenchmarkSQLitePeers$' -benchtime 1x -timeout 30m .
 run go -C examples test -run '^$' -bench Payouts -benchtime 2000x ./outbox
 run go -C eventplugin test -run '^$' -bench . -benchtime 3000x .
 run go -C bench test -run '^$' -bench 'BenchmarkPostgresSettle$' -benchtime 1x -timeout 60m .
+run go -C bench test -run '^$' -bench 'BenchmarkPostgresDefaults$' -benchtime 1x -timeout 30m .
 run go -C bench test -run '^$' -bench 'BenchmarkPostgresLatency$' -benchtime 1x -timeout 20m .
 run go -C bench test -run '^$' -bench 'BenchmarkMariaDB$' -benchtime 1x -timeout 60m .
+run go -C bench test -run '^$' -bench 'BenchmarkMariaDBDefaults$' -benchtime 1x -timeout 30m .
+run go -C bench test -run '^$' -bench 'BenchmarkWatermill' -benchtime 1x -timeout 30m .
 run go -C bench test -run '^$' -bench BenchmarkAMQP -benchtime 1x -timeout 30m .
 run go -C bench test -run '^$' -bench BenchmarkNATS -benchtime 1x -timeout 30m .
 run go -C bench test -run '^$' -bench 'BenchmarkScaling$' -benchtime 1x -timeout 90m .
