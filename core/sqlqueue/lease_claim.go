@@ -28,20 +28,20 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 	}
 	tx, err := rt.begin(sctx)
 	if err != nil {
-		l.flush(items)
+		l.flush(items, nil)
 		return nil, err
 	}
 	lost := make([]bool, len(items))
 	if err := l.settleIn(sctx, tx, items, lost, rt.now()); err != nil {
 		_ = tx.Rollback(sctx)
-		l.flushFailed(items, err)
+		l.flush(items, err)
 		return l.claim(ctx)
 	}
 	p := l.params(rt.now())
 	rows, err := l.doClaim(sctx, tx, p, l.claimBuf[:0])
 	if err != nil {
 		_ = tx.Rollback(sctx)
-		l.flush(items)
+		l.flush(items, nil)
 		return nil, err
 	}
 	if err := tx.Commit(sctx); err != nil {
@@ -86,7 +86,7 @@ func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, ok 
 		rt.log.Warn("sqlqueue: a pipelined settle-and-claim failed; settling its deliveries on their own",
 			"queue", rt.q.name, "deliveries", len(items), "error", err)
 	}
-	l.flushFailed(items, err)
+	l.flush(items, err)
 	b, err = l.claim(ctx)
 	return b, true, err
 }

@@ -165,7 +165,7 @@ func (l *lease) flushReady(force bool) time.Duration {
 		}
 		items := l.popLocked()
 		l.qmu.Unlock()
-		l.flush(items)
+		l.flush(items, nil)
 		force = false
 	}
 }
@@ -173,10 +173,19 @@ func (l *lease) flushReady(force bool) time.Duration {
 // flush settles items in one transaction. When the group fails (a row lock waited past the
 // lock timeout, a trigger refused one statement), each item is settled on its own, so that the
 // failure is only its own delivery's.
-func (l *lease) flush(items []item) {
+//
+// failed is how a grouped settlement of the same items ended just before (in a claim
+// transaction or a pipeline; nil: none was tried). When that, or the group here, may have
+// waited out the lock timeout for a row another session holds, the free rows are settled at
+// once and the held ones failed (flushFree) instead of waiting for the lock again, once per
+// row (InnoDB's timeout runs up to a second over), with every row queued behind it.
+func (l *lease) flush(items []item, failed error) {
 	rt := l.rt
 	ctx, cancel := rt.background(context.Background())
 	defer cancel()
+	if l.mayBeHeld(failed) && l.flushFree(ctx, items) {
+		return
+	}
 	now := rt.now()
 	lost := make([]bool, len(items))
 	err := l.flushFast(ctx, items, lost, now)
@@ -184,14 +193,8 @@ func (l *lease) flush(items []item) {
 		clear(lost)
 		err = l.flushEach(ctx, items, lost, now)
 	}
-	if err != nil && err != errMismatch && rt.rowLocks != nil {
-		// Most often one row is held by another session and the group waited out the lock
-		// timeout for it. Settling each row on its own would wait for that row once more (and
-		// InnoDB's timeout runs up to a second over), with every row queued behind it: take the
-		// rows that are free without waiting, settle those together, and fail only the held.
-		if l.flushFree(ctx, items) {
-			return
-		}
+	if l.mayBeHeld(err) && l.flushFree(ctx, items) {
+		return
 	}
 	if err != nil && len(items) > 1 {
 		for i := range items {
@@ -204,20 +207,11 @@ func (l *lease) flush(items []item) {
 	l.report(items, lost, err)
 }
 
-// flushFailed settles items whose grouped settlement just failed with err. When that was not a
-// row count (a lost lease, which flush finds), it was most often a row held by another session,
-// whose lock timeout the group has just waited out: the free rows are settled at once and the
-// held ones failed (flushFree), without waiting for the lock a second time.
-func (l *lease) flushFailed(items []item, err error) {
-	if l.rt.rowLocks != nil && err != errMismatch && !errors.Is(err, ErrRowCount) {
-		ctx, cancel := l.rt.background(context.Background())
-		done := l.flushFree(ctx, items)
-		cancel()
-		if done {
-			return
-		}
-	}
-	l.flush(items)
+// mayBeHeld reports whether a grouped settlement that failed with err may have waited for a
+// row another session holds: a database whose rows lock one by one, and a failure other than
+// a row count (a lost lease, which settling each row finds).
+func (l *lease) mayBeHeld(err error) bool {
+	return err != nil && l.rt.rowLocks != nil && err != errMismatch && !errors.Is(err, ErrRowCount)
 }
 
 // flushFree settles, in one transaction, the items whose rows it can lock without waiting, and
