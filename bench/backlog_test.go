@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/settlehq/settle/core"
@@ -239,17 +238,7 @@ func sqliteBacklogSite(ctx context.Context, b *testing.B) *backlogSite {
 }
 
 func myBacklogSite(ctx context.Context, b *testing.B) *backlogSite {
-	cfg, err := gomysql.ParseDSN(myURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	admin, err := sql.Open("mysql", myURL())
-	if err == nil {
-		err = admin.PingContext(ctx)
-	}
-	if err != nil {
-		coretest.ServerUnavailable(b, "MariaDB", cfg.Addr, err)
-	}
+	admin, cfg := myAdminOrSkip(ctx, b)
 	b.Cleanup(func() { _ = admin.Close() })
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])

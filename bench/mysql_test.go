@@ -82,17 +82,7 @@ func runMyContenders(b *testing.B, cs []myContender) []myResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	n := myBenchN(b)
-	cfg, err := gomysql.ParseDSN(myURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	admin, err := sql.Open("mysql", myURL())
-	if err == nil {
-		err = admin.PingContext(ctx)
-	}
-	if err != nil {
-		coretest.ServerUnavailable(b, "MariaDB", cfg.Addr, err)
-	}
+	admin, cfg := myAdminOrSkip(ctx, b)
 	defer admin.Close()
 	rounds := make([][]myResult, len(cs))
 	for range myRounds(b) {
@@ -200,4 +190,34 @@ func BenchmarkMariaDBRaw(b *testing.B) {
 		})
 		reportMy(b, rs, nil)
 	}
+}
+
+// myAdmin opens an administrative pool on the server of myURL and pings it; it returns the
+// parsed DSN too (for the databases a benchmark creates), nil on a DSN that does not parse.
+func myAdmin(ctx context.Context) (*sql.DB, *gomysql.Config, error) {
+	cfg, err := gomysql.ParseDSN(myURL())
+	if err != nil {
+		return nil, nil, err
+	}
+	admin, err := sql.Open("mysql", myURL())
+	if err == nil {
+		if err = admin.PingContext(ctx); err != nil {
+			_ = admin.Close()
+		}
+	}
+	return admin, cfg, err
+}
+
+// myAdminOrSkip is myAdmin for a benchmark: it skips (or fails, under SETTLE_REQUIRE_SERVERS)
+// with the reason when the server does not answer.
+func myAdminOrSkip(ctx context.Context, b *testing.B) (*sql.DB, *gomysql.Config) {
+	b.Helper()
+	admin, cfg, err := myAdmin(ctx)
+	switch {
+	case cfg == nil:
+		b.Fatal(err)
+	case err != nil:
+		coretest.ServerUnavailable(b, "MariaDB", cfg.Addr, err)
+	}
+	return admin, cfg
 }

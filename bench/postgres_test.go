@@ -90,26 +90,9 @@ func runPGContenders(b *testing.B, cs []pgContender) []result {
 			func() {
 				defer func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+s+" CASCADE") }()
 				if c.seed {
-					if _, err := admin.Exec(ctx, pgBenchDDL(s)); err != nil {
-						b.Fatal(err)
-					}
-					if err := pgSeed(ctx, admin, s, n); err != nil {
-						b.Fatal(err)
-					}
-					if _, err := admin.Exec(ctx, "VACUUM ANALYZE "+s+".q"); err != nil {
-						b.Fatal(err)
-					}
+					pgSeedSchema(ctx, b, admin, s, n)
 				}
-				cfg, err := pgxpool.ParseConfig(pgURL())
-				if err != nil {
-					b.Fatal(err)
-				}
-				cfg.MaxConns = int32(max(c.conns, 2))
-				cfg.MinConns = cfg.MaxConns
-				pool, err := pgxpool.NewWithConfig(ctx, cfg)
-				if err != nil {
-					b.Fatal(err)
-				}
+				pool := pgContenderPool(ctx, b, c.conns)
 				defer pool.Close()
 				taken, err := c.drain(ctx, pool, s, n)
 				if err != nil {
@@ -209,4 +192,35 @@ func BenchmarkPostgresSettle(b *testing.B) {
 		})
 		reportPG(b, rs, "raw lease batched (w=4,B=100)", "river (MaxWorkers=2000,conns=16)")
 	}
+}
+
+// pgSeedSchema creates the benchmark's queue table in schema s, seeds n jobs and analyses it.
+func pgSeedSchema(ctx context.Context, b *testing.B, admin *pgxpool.Pool, s string, n int) {
+	b.Helper()
+	if _, err := admin.Exec(ctx, pgBenchDDL(s)); err != nil {
+		b.Fatal(err)
+	}
+	if err := pgSeed(ctx, admin, s, n); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "VACUUM ANALYZE "+s+".q"); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// pgContenderPool opens a contender's own pool of conns connections (at least 2), all opened
+// before its drain starts.
+func pgContenderPool(ctx context.Context, b *testing.B, conns int) *pgxpool.Pool {
+	b.Helper()
+	cfg, err := pgxpool.ParseConfig(pgURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = int32(max(conns, 2))
+	cfg.MinConns = cfg.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pool
 }

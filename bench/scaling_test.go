@@ -287,7 +287,7 @@ func pgScaling(form string, xs []int) scaleCase {
 }
 
 // pgScalingDrain seeds a fresh schema with n rows and drains it once with c, as
-// runPGContenders does for one contender and one round, and returns msgs/s.
+// pgScalingDrain drains n jobs with one contender in a schema of its own, one round, and returns msgs/s.
 func pgScalingDrain(b *testing.B, admin *pgxpool.Pool, n int, c pgContender) float64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -296,25 +296,8 @@ func pgScalingDrain(b *testing.B, admin *pgxpool.Pool, n int, c pgContender) flo
 		b.Fatal(err)
 	}
 	defer func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+s+" CASCADE") }()
-	if _, err := admin.Exec(ctx, pgBenchDDL(s)); err != nil {
-		b.Fatal(err)
-	}
-	if err := pgSeed(ctx, admin, s, n); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "VACUUM ANALYZE "+s+".q"); err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(pgURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.MaxConns = int32(max(c.conns, 2))
-	cfg.MinConns = cfg.MaxConns
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	pgSeedSchema(ctx, b, admin, s, n)
+	pool := pgContenderPool(ctx, b, c.conns)
 	defer pool.Close()
 	took, err := c.drain(ctx, pool, s, n)
 	if err != nil {
@@ -352,14 +335,7 @@ func myScaling(form string, xs []int) scaleCase {
 	return scaleCase{
 		name: "mariadb " + form, backend: "mariadb",
 		open: func(ctx context.Context) (any, func(), error) {
-			cfg, err := gomysql.ParseDSN(myURL())
-			if err != nil {
-				return nil, nil, err
-			}
-			admin, err := sql.Open("mysql", myURL())
-			if err == nil {
-				err = admin.PingContext(ctx)
-			}
+			admin, cfg, err := myAdmin(ctx)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -11,10 +11,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
-	gomysql "github.com/go-sql-driver/mysql"
 	settlewatermill "github.com/settlehq/settle/adapter-watermill"
 	"github.com/settlehq/settle/core"
-	"github.com/settlehq/settle/core/coretest"
 	"github.com/settlehq/settle/core/sqlqueue"
 	"github.com/settlehq/settle/dialect-mysql"
 )
@@ -53,17 +51,7 @@ const wmMyConns = 16
 // SETTLE_TEST_MARIADB_URL picks the server; SETTLE_BENCH_WATERMILL_WHO=settle picks
 // contenders by name.
 func BenchmarkWatermillMySQL(b *testing.B) {
-	cfg, err := gomysql.ParseDSN(myURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	admin, err := sql.Open("mysql", myURL())
-	if err == nil {
-		err = admin.Ping()
-	}
-	if err != nil {
-		coretest.ServerUnavailable(b, "MariaDB", cfg.Addr, err)
-	}
+	admin, cfg := myAdminOrSkip(context.Background(), b)
 	defer admin.Close()
 	// fresh creates a database for one contender's round and returns its DSN and its removal.
 	fresh := func(ctx context.Context) (string, func(), error) {
