@@ -234,20 +234,7 @@ func TestClaimPlanReadyIndex(t *testing.T) {
 				if err := core.Subscribe(a, ep, func(context.Context, *core.Message[json.RawMessage]) error { return nil }, opts...); err != nil {
 					t.Fatal(err)
 				}
-				runCtx, cancel := context.WithCancel(ctx)
-				done := make(chan error, 1)
-				go func() { done <- a.Run(runCtx) }()
-				for range 5 {
-					select {
-					case <-settled:
-					case <-time.After(waitTimeout):
-						t.Fatal("no settlement")
-					}
-				}
-				cancel()
-				if err := <-done; err != nil {
-					t.Fatal(err)
-				}
+				runUntilSettled(t, a, settled, 5)
 				sqls, args := tr.take()
 				var claims int
 				for _, sql := range sqls {
@@ -331,20 +318,7 @@ func TestClaimGroupOrderNeedsIndex(t *testing.T) {
 			if err := core.Subscribe(a, ep, func(context.Context, *core.Message[json.RawMessage]) error { return nil }); err != nil {
 				t.Fatal(err)
 			}
-			runCtx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- a.Run(runCtx) }()
-			for range 3 {
-				select {
-				case <-settled:
-				case <-time.After(waitTimeout):
-					t.Fatal("no settlement")
-				}
-			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			runUntilSettled(t, a, settled, 3)
 			sqls, _ := tr.take()
 			var claims int
 			for _, sql := range sqls {
@@ -395,4 +369,25 @@ func (w *warnings) has(s string) bool {
 		}
 	}
 	return false
+}
+
+// runUntilSettled runs a until settled has signalled n settlements, then stops it.
+func runUntilSettled(t *testing.T, a *core.App, settled <-chan struct{}, n int) {
+	t.Helper()
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	for range n {
+		select {
+		case <-settled:
+		case <-time.After(waitTimeout):
+			cancel()
+			<-done
+			t.Fatal("no settlement")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }
