@@ -173,29 +173,7 @@ func TestHealthAndReconnectThroughACutConnection(t *testing.T) {
 // written, and the settlement reports the failure instead of a success the server never saw. With
 // UnconfirmedAcks it would report success, the ack still in the client's buffer.
 func TestAckReportedOnlyWhenConfirmed(t *testing.T) {
-	url := realServer(t)
-	p := coretest.NewProxy(t, url[len("nats://"):], 4290, 4291, 4292, 4293, 4294, 4295, 4296, 4297, 4298, 4299)
-	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.DeclareTopology(true), natsjs.RequestTimeout(500*time.Millisecond))
-	var runs atomic.Int32
-	published := make(chan struct{})
-	if err := core.Subscribe(r.app, r.queue("refunds", natsjs.AckWait(time.Second)), func(context.Context, *core.Message[string]) error {
-		if runs.Add(1) == 1 {
-			<-published // the publisher has its acknowledgement: the cut is the handler's alone
-			p.Cut()
-		}
-		return nil
-	}, core.WithCodec(core.Raw)); err != nil {
-		t.Fatal(err)
-	}
-	r.mustStart()
-	r.publish("refunds", "m", nil)
-	close(published)
-	got := r.rec.WaitFor(func(s []core.Settlement) bool { return len(s) >= 1 })
-	p.Restore()
-	if got[0].Verdict.Action != core.ActAck || got[0].Err == nil {
-		t.Fatalf("first settlement %v (err %v): want an ack reported failed, the connection cut before the server confirmed it", got[0].Verdict.Action, got[0].Err)
-	}
-	t.Logf("the unconfirmed ack reports: %v", got[0].Err)
+	settleCutBeforeConfirmation(t, nil, core.ActAck, 4290)
 }
 
 // A drop (+TERM) is reported settled only once the server confirmed it, like an ack: the handler
@@ -204,8 +182,20 @@ func TestAckReportedOnlyWhenConfirmed(t *testing.T) {
 // server shutting down is dropped there without a word (the chaos suite's restart trial saw it),
 // and the message is delivered and dropped again, both reported done.
 func TestDropReportedOnlyWhenConfirmed(t *testing.T) {
+	settleCutBeforeConfirmation(t, core.Drop(), core.ActDrop, 4280)
+}
+
+// settleCutBeforeConfirmation runs a handler that returns outcome after cutting the
+// connection (a proxy of the test's own on ports port to port+9) and checks that the first
+// settlement, of action want, is reported failed.
+func settleCutBeforeConfirmation(t *testing.T, outcome error, want core.Action, port int) {
+	t.Helper()
 	url := realServer(t)
-	p := coretest.NewProxy(t, url[len("nats://"):], 4280, 4281, 4282, 4283, 4284, 4285, 4286, 4287, 4288, 4289)
+	ports := make([]int, 10)
+	for i := range ports {
+		ports[i] = port + i
+	}
+	p := coretest.NewProxy(t, url[len("nats://"):], ports...)
 	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.DeclareTopology(true), natsjs.RequestTimeout(500*time.Millisecond))
 	var runs atomic.Int32
 	published := make(chan struct{})
@@ -214,7 +204,7 @@ func TestDropReportedOnlyWhenConfirmed(t *testing.T) {
 			<-published // the publisher has its acknowledgement: the cut is the handler's alone
 			p.Cut()
 		}
-		return core.Drop()
+		return outcome
 	}, core.WithCodec(core.Raw)); err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +213,8 @@ func TestDropReportedOnlyWhenConfirmed(t *testing.T) {
 	close(published)
 	got := r.rec.WaitFor(func(s []core.Settlement) bool { return len(s) >= 1 })
 	p.Restore()
-	if got[0].Verdict.Action != core.ActDrop || got[0].Err == nil {
-		t.Fatalf("first settlement %v (err %v): want a drop reported failed, the connection cut before the server confirmed it", got[0].Verdict.Action, got[0].Err)
+	if got[0].Verdict.Action != want || got[0].Err == nil {
+		t.Fatalf("first settlement %v (err %v): want %v reported failed, the connection cut before the server confirmed it", got[0].Verdict.Action, got[0].Err, want)
 	}
-	t.Logf("the unconfirmed drop reports: %v", got[0].Err)
+	t.Logf("the unconfirmed %v reports: %v", want, got[0].Err)
 }
