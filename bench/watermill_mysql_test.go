@@ -100,20 +100,28 @@ func BenchmarkWatermillMySQL(b *testing.B) {
 			return &wmPubSub{pub: pub, subs: []message.Subscriber{sub}, cleanup: cleanup}, nil
 		}
 	}
+	// settleDB opens settle's DB on a fresh database, sized like the peer's pool; the pub/sub's
+	// cleanup closes it and drops the database.
+	settleDB := func(ctx context.Context) (*mysql.DB, *wmPubSub, error) {
+		dsn, drop, err := fresh(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		db, err := mysql.Open(ctx, dsn)
+		if err != nil {
+			drop()
+			return nil, nil, err
+		}
+		sized(db.Pool())
+		return db, &wmPubSub{cleanup: func() { _ = db.Close(); drop() }}, nil
+	}
 	quiet := slog.New(slog.DiscardHandler)
 	adapter := func(subs int) func(ctx context.Context, topic string) (*wmPubSub, error) {
 		return func(ctx context.Context, topic string) (*wmPubSub, error) {
-			dsn, drop, err := fresh(ctx)
+			db, ps, err := settleDB(ctx)
 			if err != nil {
 				return nil, err
 			}
-			db, err := mysql.Open(ctx, dsn)
-			if err != nil {
-				drop()
-				return nil, err
-			}
-			sized(db.Pool())
-			ps := &wmPubSub{cleanup: func() { _ = db.Close(); drop() }}
 			t := sqlqueue.StandardTable(topic)
 			t.Columns.ProcessedAt = ""
 			topics, err := settlewatermill.SQL(db, t, mysql.Lease, mysql.NewPublisher, settlewatermill.CreateTables())
@@ -135,17 +143,10 @@ func BenchmarkWatermillMySQL(b *testing.B) {
 		}
 	}
 	native := func(ctx context.Context, topic string) (*wmPubSub, error) {
-		dsn, drop, err := fresh(ctx)
+		db, ps, err := settleDB(ctx)
 		if err != nil {
 			return nil, err
 		}
-		db, err := mysql.Open(ctx, dsn)
-		if err != nil {
-			drop()
-			return nil, err
-		}
-		sized(db.Pool())
-		ps := &wmPubSub{cleanup: func() { _ = db.Close(); drop() }}
 		if _, err := db.Pool().ExecContext(ctx, myBenchDDL); err != nil {
 			ps.cleanup()
 			return nil, err
