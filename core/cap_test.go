@@ -264,3 +264,88 @@ func TestSuspectDeliveryRunsAlone(t *testing.T) {
 		t.Fatalf("the suspect ran with %d handlers", n)
 	}
 }
+
+// chargedDelivery counts its attempt when core calls Charge (core.Charger); fail makes Charge
+// return an error.
+type chargedDelivery struct {
+	suspectDelivery
+	attempt int
+	fail    bool
+	charged chan<- string
+}
+
+func (d chargedDelivery) Attempt() int { return d.attempt }
+func (d chargedDelivery) Charge(context.Context) error {
+	d.charged <- d.id
+	if d.fail {
+		return errors.New("the database went away")
+	}
+	return nil
+}
+
+// TestChargeBeforeHandler: core calls a Charger's Charge once its turn has come — a suspect
+// delivery's after the handler running beside it has returned — and before its handler or its
+// move past the cap; a failed Charge calls no handler and abandons the delivery.
+func TestChargeBeforeHandler(t *testing.T) {
+	h := coretest.New(t)
+	charged := make(chan string, 4)
+	ds := []core.Delivery{
+		suspectDelivery{"a", false},
+		chargedDelivery{suspectDelivery{"s", true}, 2, false, charged},
+		chargedDelivery{suspectDelivery{"fail", false}, 1, true, charged},
+		chargedDelivery{suspectDelivery{"past", false}, 4, false, charged},
+	}
+	var aReturned atomic.Bool
+	release := make(chan struct{})
+	started := make(chan string, 4)
+	err := core.Subscribe(h.App, &listEndpoint{ds: ds}, func(_ context.Context, m *core.Message[Refund]) error {
+		started <- m.ID()
+		if m.ID() == "a" {
+			<-release
+			aReturned.Store(true)
+		}
+		return nil
+	}, core.Workers(2), core.DeadLetterAfter(3, "refunds.dead"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	if id := <-started; id != "a" {
+		t.Fatalf("first handler: %s", id)
+	}
+	close(release)
+	var id string
+	select {
+	case id = <-charged:
+	case <-time.After(coretest.WaitTimeout):
+		t.Fatal("Charge was never called")
+	}
+	if id != "s" || !aReturned.Load() {
+		t.Fatalf("charged %s (a returned: %v); want s, after a's handler returned", id, aReturned.Load())
+	}
+	if id := <-started; id != "s" {
+		t.Fatalf("after s was charged, %s started", id)
+	}
+	byID := map[string]core.Settlement{}
+	for _, x := range h.WaitSettled(4) {
+		byID[x.Delivery.ID()] = x
+	}
+	if len(charged) != 2 {
+		t.Fatalf("charged %d more; want fail and past", len(charged))
+	}
+	if v := byID["fail"].Verdict; v.Action != core.ActAbandon {
+		t.Errorf("a delivery whose Charge failed: %v; want it abandoned", v)
+	}
+	if v := byID["past"].Verdict; v.Action != core.ActDeadLetter || !strings.Contains(core.Reason(v), "not settled after 3 attempts") {
+		t.Errorf("a charged delivery past the cap: %v (%s); want a dead letter, not settled", v, core.Reason(v))
+	}
+	close(started)
+	for id := range started {
+		if id == "fail" || id == "past" {
+			t.Errorf("%s reached its handler", id)
+		}
+	}
+	if len(h.Logs.Find("settle: counting the attempt of a delivery failed; giving the delivery back without calling the handler")) != 1 {
+		t.Error("no warning for the failed Charge")
+	}
+}

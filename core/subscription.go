@@ -174,6 +174,18 @@ type Suspect interface {
 	Suspect() bool
 }
 
+// Charger is implemented by a delivery whose attempt is counted when its handler starts
+// rather than when the backend took it (a SQL row rescued after its lease lapsed: a process
+// that dies before the handler then charges it nothing). Core calls Charge right before the
+// handler, once the delivery's turn has come (a suspect delivery runs with no other handler
+// of its subscription, and may wait for that), and before a delivery past the cap is moved to
+// its dead letter, so that the row's count says the same as the dead letter's.
+// When Charge fails the handler is not called and the delivery is abandoned: it comes back,
+// uncounted. A delivery with nothing to count returns nil at once.
+type Charger interface {
+	Charge(ctx context.Context) error
+}
+
 func isSuspect(d Delivery) bool {
 	sd, ok := d.(Suspect)
 	return ok && sd.Suspect()
@@ -186,6 +198,14 @@ type DeliveryContext interface {
 }
 
 func (s *subscription) process(ctx context.Context, d Delivery) {
+	if c, ok := d.(Charger); ok {
+		if err := c.Charge(ctx); err != nil {
+			s.info.Logger.Warn("settle: counting the attempt of a delivery failed; giving the delivery back without calling the handler",
+				"message_id", d.ID(), "attempt", d.Attempt(), "error", err)
+			s.fin.Finish(ctx, d, Verdict{Action: ActAbandon, Cause: err}, s.settled)
+			return
+		}
+	}
 	if cap := s.opts.Cap; cap > 0 && d.Attempt() > cap {
 		// None of its earlier deliveries settled: calling the handler again would let a
 		// message that kills the process, or hangs past its lease, loop forever.

@@ -44,25 +44,28 @@
 // process had claimed, handled or not; in the lease and advisory forms such a row is then
 // recognisable: its claim lapsed without a settlement (lease: locked_until set and past, since
 // every settlement and release clears it and a failed settlement's hold goes into retry_after;
-// advisory: taking a row marks it in locked_until, where the table has the column, every
-// settlement clears the mark, and its key is free). Such a row is taken only by a rescue, one
-// at a time, when the process holds nothing else and takes nothing else while it runs, and it
-// is handed out as core.Suspect, which core runs with no other handler of the subscription. A
-// crash in its handler charges that row alone: the poison row reaches the cap, the rows
-// claimed beside it were charged at most the attempt of the claim they shared with it. The
-// ordinary claim never takes a lapsed row, and a claimant looks for lapsed rows when it starts
-// and then once per half lease, with one SELECT … LIMIT 1: nothing more per claim. While
-// lapsed rows wait, the subscription takes no ordinary row until its handlers are done, for
-// at most a second; then it takes ordinary rows for five times that before it tries again, so
-// a handler that runs long does not stop the subscription. Rows claimed but never handed to a handler when a subscription stops are
-// released with their attempt taken back. (Without locked_until the advisory form has no mark,
-// and a crash charges every row its process held.) The row-lock form does the same for the rows
-// of its counted claims (below): the count marks them in locked_until, every settlement clears
-// the mark, and a marked row no claim holds (its claim's transaction died with its process or
-// connection) is taken again only by the rescue, alone, when the process holds no other claimed
-// row. A claimant looks for such rows when it starts, after a counted claim of its own failed,
-// and every two seconds; rows of a counted claim never handed out when it stops are given back
-// with their count taken back.
+// advisory: taking a row marks it in locked_until, where the table has the column, every settlement
+// clears the mark, and its key is free). Such a row is taken only by a rescue, one at a time, when
+// the process holds nothing else and takes nothing else while it runs, and it is handed out as
+// core.Suspect, which core runs with no other handler of the subscription. A crash in its handler
+// charges that row alone: the poison row reaches the cap, the rows claimed beside it were charged
+// at most the attempt of the claim they shared with it. In the lease form a rescued row is counted
+// as its handler starts, not by its rescue claim (which takes the attempt back in its transaction;
+// core calls the delivery's Charge, a committed UPDATE, right before the handler): a process that
+// dies while the rescued row waits for the subscription's other handlers to finish charges it
+// nothing. The ordinary claim never takes a lapsed row, and a claimant looks for lapsed rows when
+// it starts and then once per half lease, with one SELECT … LIMIT 1: nothing more per claim. While
+// lapsed rows wait, the subscription takes no ordinary row until its handlers are done, for at most
+// a second; then it takes ordinary rows for five times that before it tries again, so a handler
+// that runs long does not stop the subscription. Rows claimed but never handed to a handler when a
+// subscription stops are released with their attempt taken back. (Without locked_until the advisory
+// form has no mark, and a crash charges every row its process held.) The row-lock form does the
+// same for the rows of its counted claims (below): the count marks them in locked_until, every
+// settlement clears the mark, and a marked row no claim holds (its claim's transaction died with
+// its process or connection) is taken again only by the rescue, alone, when the process holds no
+// other claimed row. A claimant looks for such rows when it starts, after a counted claim of its
+// own failed, and every two seconds; rows of a counted claim never handed out when it stops are
+// given back with their count taken back.
 //
 // The row-lock form's default, and what it costs: a crash rolls back the claim's transaction,
 // and with it a count made there, so the row came back at attempt 0 forever. With

@@ -388,7 +388,11 @@ func (l *lease) unclaim(ctx context.Context, items []item) error {
 		return err
 	}
 	for _, it := range items {
-		if _, err := tx.Exec(ctx, rt.st.unclaim, it.d.id, rt.d.Time(it.d.token)); err != nil {
+		undo := rt.st.unclaim
+		if it.d.uncharged {
+			undo = rt.st.release // rescued: its claim counted nothing (doClaim)
+		}
+		if _, err := tx.Exec(ctx, undo, it.d.id, rt.d.Time(it.d.token)); err != nil {
 			_ = tx.Rollback(ctx)
 			return err
 		}

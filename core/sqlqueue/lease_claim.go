@@ -125,11 +125,26 @@ func (l *lease) params(now time.Time) ClaimParams {
 }
 
 // doClaim runs the claim: the rescue claim of a lapsed row, or the ordinary one.
+//
+// A rescue claim takes back, in its transaction, the attempt the claim statement counted: a
+// rescued row is counted when it is handed out (lease_rescue.go's charge), so that a process
+// that dies between the rescue and the handler charges it nothing. A row lapsed in a crash
+// would otherwise be charged by every crash that came before its handler, and could reach the
+// cap with one run of its handler.
 func (l *lease) doClaim(ctx context.Context, tx Queryer, p ClaimParams, dst []Claimed) ([]Claimed, error) {
-	if l.lapsed {
-		return l.rt.rescue.Claim(ctx, tx, p, dst)
+	if !l.lapsed {
+		return l.rt.doClaim(ctx, tx, p, dst)
 	}
-	return l.rt.doClaim(ctx, tx, p, dst)
+	rows, err := l.rt.rescue.Claim(ctx, tx, p, dst)
+	if err != nil || l.rt.st.uncharge == "" {
+		return rows, err
+	}
+	for _, r := range rows {
+		if _, err := tx.Exec(ctx, l.rt.st.uncharge, r.ID, l.rt.d.Time(p.Token)); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
 }
 
 // batchCycle is how long the automatic claim size (no BatchSize) lets the workers take to get

@@ -17,7 +17,10 @@ import (
 // and handed out as suspect (core runs them with no other handler of the subscription). A crash
 // in the handler of a lapsed row then charges an attempt to that row alone: the poison row
 // reaches the cap and its dead letter, its neighbours were charged at most the one attempt of
-// the claim they shared with it.
+// the claim they shared with it. The rescue claim itself counts nothing (doClaim takes the
+// attempt back in its transaction): the row is counted as its handler starts (Charge), so a
+// process that dies between the two — the rescued row waits there until the subscription's
+// other handlers have returned — does not charge it again.
 //
 // The rescue costs nothing in the ordinary path: a claimant looks for lapsed rows when it
 // starts and then once per half lease (one SELECT … LIMIT 1); only when it finds one does it
@@ -73,6 +76,7 @@ func (l *lease) rescued(b *leaseBatch) {
 	}
 	for i := range b.ds {
 		b.ds[i].suspect = true
+		b.ds[i].uncharged = l.rt.st.charge != "" // its claim took the attempt back (doClaim)
 	}
 	l.rescueBy = l.rt.clock.Now().Add(rescueWaitFor(l.rt.cfg.lease))
 }
@@ -141,5 +145,31 @@ func (l *lease) awaitIdle(ctx context.Context, by time.Time) error {
 		}
 		t.Stop()
 	}
+	return nil
+}
+
+// Charge counts the attempt of a rescued row as its handler starts (core.Charger): a committed
+// UPDATE fenced by its lease. Its rescue claim took the attempt back (lease_claim.go's
+// doClaim), so a process that dies between the rescue and the handler — the rescued row waits
+// for the subscription's other handlers to finish, since it runs alone — charges it nothing.
+// ErrLeaseLost when another claim holds the row by now. Other deliveries count nothing here.
+func (d *delivery) Charge(ctx context.Context) error {
+	if !d.uncharged {
+		return nil
+	}
+	rt := d.rt
+	ctx, cancel := context.WithTimeout(ctx, rt.cfg.stmtTimeout)
+	defer cancel()
+	// The extender skips a delivery whose mutex is held: the token cannot change meanwhile.
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, err := rt.db.Exec(ctx, rt.st.charge, d.id, rt.d.Time(d.token))
+	switch {
+	case err != nil:
+		return err
+	case r.RowsAffected == 0:
+		return ErrLeaseLost
+	}
+	d.uncharged = false
 	return nil
 }

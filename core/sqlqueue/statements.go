@@ -21,6 +21,8 @@ type statements struct {
 	doneIDs    *inList // row lock: done for many rows of one claim (now first when marking, then ids)
 	release    string  // lease: clear the lease (abandon)
 	unclaim    string  // lease: clear the lease and take back the attempt of a row never handed out
+	uncharge   string  // lease: take back the attempt a rescue claim counted, in its transaction
+	charge     string  // lease: count the attempt of a rescued row as its handler starts
 	retry      string  // retry: lease cleared, attempt + 1 (row lock), last error; "" when the form writes nothing
 	retryAfter string  // "" when the table has no retry_after column
 	dlGroup    string  // group := dest
@@ -156,6 +158,10 @@ func (rt *runtime) renderStatements(counted bool) statements {
 		if s.Attempt != "" {
 			n = 0
 			st.unclaim = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = NULL, " + s.Attempt + " = " + s.Attempt + " - 1" + fence()
+			n = 0
+			st.uncharge = "UPDATE " + s.QTable + " SET " + s.Attempt + " = " + s.Attempt + " - 1" + fence()
+			n = 0
+			st.charge = "UPDATE " + s.QTable + " SET " + s.Attempt + " = " + s.Attempt + " + 1" + fence()
 		}
 		n = 0
 		st.extend = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = " + next() + fence()

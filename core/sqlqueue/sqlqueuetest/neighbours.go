@@ -2,7 +2,9 @@ package sqlqueuetest
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,6 +111,146 @@ func givenBackUncounted(t *testing.T, f *Fixture) {
 	}
 }
 
+// rescuedUncounted: a process whose rescue claim of a lapsed row has committed and that dies
+// before the row's handler starts charges the row nothing. The poison row's first process
+// freezes in its handler (attempt 1, its lease runs out); the second freezes the moment its
+// rescue claim of that row commits, as a process killed right there would; the row is still at
+// attempt 1, and the third process hands it to its handler at attempt 2. Before, the rescue
+// claim counted the attempt: the second process ran the handler, or, killed in between,
+// charged the row an attempt no handler saw, and a row lapsed in one crash could reach the cap
+// after a single run of its handler.
+func rescuedUncounted(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb, p := e.deletingQueue()
+	poison := e.publish(p, Refund{Card: "poison"})
+	const lease = 10 * time.Second
+	dead := make(chan struct{})
+	defer close(dead)
+	opts := []core.Option{core.DeadLetterAfter(crashLoopCap, "q.dead"), sqlqueue.LeaseFor(lease), core.Workers(1)}
+	// process starts a process whose clock is past the previous one's lease; its handler
+	// reports the attempt and freezes unless ack is set.
+	process := func(round int, ep core.Endpoint, ack bool) <-chan int {
+		entered := make(chan int, 1)
+		a := e.app(clock.NewVirtual(Epoch.Add(time.Duration(round-1) * (lease + time.Second))))
+		subscribe(e, a, ep, func(ctx context.Context, m *core.Message[Refund]) error {
+			entered <- m.Attempt()
+			if !ack {
+				<-dead
+			}
+			return nil
+		}, opts...)
+		e.run(a)
+		return entered
+	}
+	if at := waitFor(t, process(1, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), false), "the first handler"); at != 1 {
+		t.Fatalf("first process: attempt %d; want 1", at)
+	}
+	fz := &freezing{DB: f.DB, mark: " IS NOT NULL", frozen: make(chan struct{}), dead: dead}
+	ep, err := sqlqueue.NewLease(f.Dialect.(sqlqueue.LeaseDialect), fz, tb, "q")
+	if err != nil {
+		t.Fatalf("NewLease: %v", err)
+	}
+	second := process(2, ep, false)
+	waitFor(t, fz.frozen, "the second process's rescue claim to commit")
+	rows := e.rows(tb)
+	if len(rows) != 1 || rows[0].ID != poison || rows[0].Attempt != 1 || rows[0].LockedUntil == nil {
+		t.Fatalf("after a rescue claim whose handler never started: rows = %+v; want the poison row at attempt 1, leased", rows)
+	}
+	third := process(3, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), true)
+	if at := waitFor(t, third, "the third handler"); at != 2 {
+		t.Errorf("third process: attempt %d; want 2 (the second never ran the handler)", at)
+	}
+	select {
+	case at := <-second:
+		t.Errorf("the second process ran the handler (attempt %d) after it froze", at)
+	default:
+	}
+	s := e.rec.WaitSettled(1)
+	if x := s[0]; x.Err != nil || x.Verdict.Action != core.ActAck || x.Delivery.Attempt() != 2 {
+		t.Errorf("settlement: %v at attempt %d (err %v); want an ack at attempt 2", x.Verdict, x.Delivery.Attempt(), x.Err)
+	}
+}
+
+// freezing is a DB that freezes, as a process killed at that moment would stop, as soon as a
+// transaction that ran a statement containing mark (the lease form's rescue claim is the one
+// statement in a transaction that looks for a locked_until IS NOT NULL) has committed: every call from then on
+// blocks until dead is closed, and then fails.
+type freezing struct {
+	sqlqueue.DB
+	mark   string
+	frozen chan struct{}
+	once   sync.Once
+	dead   <-chan struct{}
+}
+
+var errFrozen = errors.New("sqlqueuetest: the process is frozen")
+
+func (z *freezing) wait() error {
+	select {
+	case <-z.frozen:
+		<-z.dead
+		return errFrozen
+	default:
+		return nil
+	}
+}
+
+func (z *freezing) Exec(ctx context.Context, sql string, args ...any) (sqlqueue.Result, error) {
+	if err := z.wait(); err != nil {
+		return sqlqueue.Result{}, err
+	}
+	return z.DB.Exec(ctx, sql, args...)
+}
+
+func (z *freezing) Query(ctx context.Context, sql string, args ...any) (sqlqueue.Rows, error) {
+	if err := z.wait(); err != nil {
+		return nil, err
+	}
+	return z.DB.Query(ctx, sql, args...)
+}
+
+func (z *freezing) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
+	if err := z.wait(); err != nil {
+		return nil, err
+	}
+	tx, err := z.DB.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &freezingTx{Transaction: tx, z: z}, nil
+}
+
+func (z *freezing) Conn(ctx context.Context) (sqlqueue.Conn, error) {
+	if err := z.wait(); err != nil {
+		return nil, err
+	}
+	return z.DB.Conn(ctx)
+}
+
+type freezingTx struct {
+	sqlqueue.Transaction
+	z      *freezing
+	marked bool
+}
+
+func (x *freezingTx) Exec(ctx context.Context, sql string, args ...any) (sqlqueue.Result, error) {
+	x.marked = x.marked || strings.Contains(sql, x.z.mark)
+	return x.Transaction.Exec(ctx, sql, args...)
+}
+
+func (x *freezingTx) Query(ctx context.Context, sql string, args ...any) (sqlqueue.Rows, error) {
+	x.marked = x.marked || strings.Contains(sql, x.z.mark)
+	return x.Transaction.Query(ctx, sql, args...)
+}
+
+func (x *freezingTx) Commit(ctx context.Context) error {
+	err := x.Transaction.Commit(ctx)
+	if err == nil && x.marked {
+		x.z.once.Do(func() { close(x.z.frozen) })
+	}
+	return err
+}
+
 // RunCrash runs the cases of processes that die with deliveries in hand: a poison row must
 // reach its dead letter after the cap without taking the rows claimed beside it along, and
 // rows a stopping process claimed but never handed out keep their attempt.
@@ -117,6 +259,9 @@ func RunCrash(t *testing.T, open Open) {
 	if f.Lease != nil {
 		t.Run("lease/neighbours", func(t *testing.T) { t.Parallel(); crashNeighbours(t, open(t)) })
 		t.Run("lease/given_back", func(t *testing.T) { t.Parallel(); givenBackUncounted(t, open(t)) })
+		if _, ok := f.Dialect.(sqlqueue.LeaseDialect); ok {
+			t.Run("lease/rescued_uncounted", func(t *testing.T) { t.Parallel(); rescuedUncounted(t, open(t)) })
+		}
 	}
 	// (A single-writer database holds one row-lock claim at a time: nothing is claimed beside a
 	// crash there.)
