@@ -118,7 +118,7 @@ func List() []*Trial {
 		}
 		if b != "mariadb" {
 			// the host of an event plugin is SIGKILLed: no plugin process may outlive it.
-			add(sqlTrial("plugin-kill", b, "lease", Scenario{Plugin: true, Faults: []Fault{Kill}, StallBound: 8 * time.Second}, markPluginKill()))
+			add(sqlTrial("plugin-kill", b, "lease", Scenario{Plugin: true, Faults: []Fault{Kill}, StallBound: 8 * time.Second}, nil))
 		}
 	}
 
@@ -212,17 +212,6 @@ func markSettleFails(b, f string) *Mark {
 	// A failing settlement holds its row back for a doubling backoff in every form (issue 23);
 	// the attempt counts, so the cap ends the loop, and the other rows flow.
 	return nil
-}
-
-// markPluginKill: plugin-kill/postgres/lease failed once in five bounded runs (2026-12-01, CI
-// at 3c95e52): a self_kill message dead-lettered with "start#3@w1 dead_letter#4", its first
-// two attempts charged by crashes before any handler ran. The checker accepts one such charge
-// (a row claimed beside a crash); a row that lapsed in one crash and is then rescued alone
-// can be charged again when the host is SIGKILLed between its rescue claim and its handler's
-// start, the lease form's counterpart of issue 15's quorum residue. Intermittent.
-func markPluginKill() *Mark {
-	return &Mark{Issue: 14, Intermittent: true, Cats: cats(chaos.Wrong),
-		Reason: "a row lapsed in one crash and rescued alone is charged again when the host is SIGKILLed between the rescue's claim and its handler's start: two attempts charged without a handler (start#3 dead_letter#4), where the checker accepts one; seen once in five bounded runs"}
 }
 
 func markAMQP(trial, form string) *Mark {
