@@ -69,6 +69,12 @@ type Expect struct {
 	// the copy and the redelivered original both live on, at-least-once as documented (see
 	// forks).
 	CopyOutcomes map[string]bool
+	// CountsAtStart says that a message a crash charged while it waited in a claim is taken
+	// again alone, and then counted only as its handler starts (the SQL forms). A later attempt
+	// with no start line is then a crash that landed between that count and the handler's first
+	// line, as a SIGKILL in the handler would: each such attempt is accepted with a crash of its
+	// own (see attemptsAccounted). Without it at most one attempt may lack a handler.
+	CountsAtStart bool
 }
 
 // Where is where a message is at the end of a trial.
@@ -356,7 +362,7 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 		}
 	case Dead:
 		if want != FinalDead {
-			switch handled, ok := attemptsAccounted(entries, idx, exp.Cap); {
+			switch handled, ok := attemptsAccounted(entries, idx, exp.Cap, exp.CountsAtStart); {
 			case !ok:
 				r.Add(Wrong, id, "%s: dead-lettered, want %s (ledger: %s)", kind, want, history(entries, idx))
 			case !handled:
@@ -554,10 +560,14 @@ func allHeldFrom(ids []string, a, b int64, failedAt, finishedAt map[string]int64
 // from a poison message's first crash without a write per hand-out). The crash must be in the
 // ledger: a process exit or a fault that ends processes or connections between the message's
 // last line of an earlier attempt and its first line of a later one. Two attempts without a
-// handler, or one without a crash to charge it, make the dead letter wrong.
+// handler, or one without a crash to charge it, make the dead letter wrong — unless
+// countsAtStart (Expect.CountsAtStart): then the backend took the message alone after such a
+// charge and counted it only as its handler started, so a further attempt without a start line
+// was cut between the count and the handler's first line, and is accepted when a crash of its
+// own (not one that charged another of its attempts) lies in its stretch.
 //
 // handled reports that every attempt reached a handler.
-func attemptsAccounted(entries []Entry, idx []int, cap int) (handled, ok bool) {
+func attemptsAccounted(entries []Entry, idx []int, cap int, countsAtStart bool) (handled, ok bool) {
 	if cap <= 0 {
 		return false, false
 	}
@@ -568,21 +578,28 @@ func attemptsAccounted(entries []Entry, idx []int, cap int) (handled, ok bool) {
 		}
 	}
 	missing := 0
+	used := make(map[int]bool) // crashes already charged with an attempt
 	for a := 1; a <= cap; a++ {
 		if started[a] {
 			continue
 		}
-		if missing++; missing > 1 || !crashCharged(entries, idx, a) {
+		if missing++; missing > 1 && !countsAtStart {
 			return false, false
 		}
+		c := crashCharged(entries, idx, a, used)
+		if c < 0 {
+			return false, false
+		}
+		used[c] = true
 	}
 	return missing == 0, true
 }
 
-// crashCharged reports whether a crash lies where attempt a of a message, which no handler
-// started, was taken: after the message's last line of an earlier attempt (or the trial's
-// start) and before its first line of a later attempt.
-func crashCharged(entries []Entry, idx []int, a int) bool {
+// crashCharged returns the index of the first crash, not in used, that lies where attempt a of
+// a message, which no handler started, was taken: after the message's last line of an earlier
+// attempt (or the trial's start) and before its first line of a later attempt; -1 when there
+// is none.
+func crashCharged(entries []Entry, idx []int, a int, used map[int]bool) int {
 	var from int64
 	to := int64(math.MaxInt64)
 	for _, i := range idx {
@@ -593,18 +610,18 @@ func crashCharged(entries []Entry, idx []int, a int) bool {
 			to = min(to, e.At)
 		}
 	}
-	for _, e := range entries {
-		if e.At <= from || e.At >= to {
+	for i, e := range entries {
+		if e.At <= from || e.At >= to || used[i] {
 			continue
 		}
 		switch {
 		case e.Ev == EvExit:
-			return true
+			return i
 		case e.Ev == EvFault && e.Fault != "lock-row" && e.Fault != "delete-dead" && e.Phase != "end":
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 // window is a stretch of a blocking fault.

@@ -238,6 +238,24 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			l.run("w1", id, 4, "dead_letter", true)
 		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
 			want: []chaos.Category{chaos.Wrong}},
+		// the same ledger on a backend that takes a charged message alone and counts it as its
+		// handler starts (SQL): the second kill cut attempt 2 between its count and its
+		// handler's first line; one crash each is accepted
+		{name: "ack charged twice, counted at start, a kill each", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 3})
+			l.run("w1", id, 4, "dead_letter", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
+			exp: func(e *chaos.Expect) { e.CountsAtStart = true }, charged: 1},
+		// counted at start, but one crash for two attempts without a handler: wrong
+		{name: "ack charged twice, counted at start, one kill", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 1})
+			l.add(chaos.Entry{Ev: chaos.EvSettle, Who: "w1", ID: id, Attempt: 1, Outcome: "retry", OK: true})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+			l.run("w1", id, 4, "dead_letter", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
+			exp: func(e *chaos.Expect) { e.CountsAtStart = true }, want: []chaos.Category{chaos.Wrong}},
 		// a row held by another session is no crash: wrong
 		{name: "ack charged beside a locked row", kind: chaos.Ack, build: func(l *ledger) {
 			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "lock-row", Phase: "begin"})

@@ -181,6 +181,14 @@ func inProcessDelay(b backend) time.Duration {
 	return 0
 }
 
+// countsAtStart: the SQL forms take a message a crash charged while it waited in a claim
+// again alone, and count it as its handler starts (chaos.Expect.CountsAtStart); a quorum queue
+// or a JetStream consumer may hold it in a window again, where a crash charges it unhandled.
+func countsAtStart(b backend) bool {
+	_, ok := b.(*sqlBackend)
+	return ok
+}
+
 // copyOutcomes names the outcomes backend b settles by publishing a copy, then acknowledging
 // the original (chaos.Expect.CopyOutcomes): on RabbitMQ dead letters, retry_after where the
 // server holds the delay (an in-process delay acknowledges the original at once and publishes
@@ -404,7 +412,7 @@ func (r *run) execute(ctx context.Context) (*chaos.Result, error) {
 	res := chaos.Check(entries, snap, chaos.Expect{
 		IDs: r.ids, Mix: r.mix, Cap: 3, SideRows: r.b.sideRows() && r.sc.Transactional,
 		StrictAttempts: r.b.strictAttempts(), StallBound: r.sc.StallBound, RecoverBound: r.sc.RecoverBound, MaxRuns: r.sc.MaxRuns,
-		InProcessDelay: inProcessDelay(r.b), CopyOutcomes: copyOutcomes(r.b),
+		InProcessDelay: inProcessDelay(r.b), CopyOutcomes: copyOutcomes(r.b), CountsAtStart: countsAtStart(r.b),
 	})
 	res.Torn = torn
 	return res, nil
