@@ -61,6 +61,9 @@ type consumer struct {
 	sub         core.Subscription // its Report, for events (telemetry.go)
 	returned    returnedSet       // sequences returned with -NAK (Delivery.Suspect)
 	unreconnect func()
+	// reconnectedAt is when the connection was last restored (the clock's UnixNano; 0: never):
+	// a fetch that fails soon after is retried at once (recovering).
+	reconnectedAt atomic.Int64
 
 	// lastDone is the latest delivery acknowledged or terminated: Close sends a request on its
 	// ack subject as a barrier (see Close).
@@ -128,6 +131,7 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 		}
 	}
 	c.unreconnect = q.c.onReconnect(func() {
+		c.reconnectedAt.Store(c.clock.Now().UnixNano())
 		c.report(core.Event{Kind: core.EventReconnected})
 		c.dropStale()
 	})
@@ -218,6 +222,9 @@ func (c *consumer) next(ctx context.Context) (*Delivery, error) {
 			f, err := c.pull()
 			if err != nil {
 				c.curMu.Unlock()
+				if c.recovering(ctx, err) {
+					continue
+				}
 				return nil, err
 			}
 			c.cur = f
@@ -248,9 +255,35 @@ func (c *consumer) next(ctx context.Context) (*Delivery, error) {
 		}
 		c.endFetch(f)
 		if err := fetchErr(f); err != nil {
-			return nil, c.fetchFailed(err)
+			err = c.fetchFailed(err)
+			if c.recovering(ctx, err) {
+				continue
+			}
+			return nil, err
 		}
 	}
+}
+
+// A restarted server accepts connections before JetStream has loaded its streams and
+// consumers: until it has, pull requests fail (no responders, JetStream not ready). Returned to
+// core, each failure would double the subscription's backoff (100 ms up to 5 s), and the first
+// settlement after a restart could wait seconds after JetStream was back. So for recoverFor
+// after a reconnection, a failed fetch is retried every recoverEvery instead, logged at debug
+// level; after that, failures go to core as any other.
+const (
+	recoverFor   = 10 * time.Second
+	recoverEvery = 100 * time.Millisecond
+)
+
+// recovering reports whether the fetch that failed with err is retried (after recoverEvery on
+// the clock): the connection is up and was restored less than recoverFor ago.
+func (c *consumer) recovering(ctx context.Context, err error) bool {
+	at := c.reconnectedAt.Load()
+	if at == 0 || c.ctx.Err() != nil || !c.nc.IsConnected() || c.clock.Now().Sub(time.Unix(0, at)) > recoverFor {
+		return false
+	}
+	c.log.Debug("nats: fetching after a reconnection failed; trying again", "error", err, "wait", recoverEvery)
+	return clock.Sleep(ctx, c.clock, recoverEvery) == nil
 }
 
 // endFetch forgets f, whose messages have all been taken.

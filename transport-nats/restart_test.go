@@ -98,3 +98,76 @@ func TestRestartedServerServesAtOnce(t *testing.T) {
 		t.Fatalf("first settlement %v after the server was back; want within 1s (reconnect wait 250ms)", d)
 	}
 }
+
+// While a restarted server has not loaded JetStream yet, the subscription's fetches fail; they
+// are retried every 100 ms, not with the subscription's doubling backoff, so the first
+// settlement comes as soon as JetStream is back. Here the server comes back first without
+// JetStream (every fetch fails), and once a dozen fetches have failed, with it: before, those
+// failures had doubled core's backoff to seconds (and a dozen took far longer than the test
+// waits); now the first settlement follows JetStream within a second.
+func TestFetchesRetriedWhileJetStreamLoads(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	dir := t.TempDir()
+	s := ownServer(t, port, dir)
+	t.Cleanup(func() { s.Shutdown() })
+	r := newRig(t, s.ClientURL(), clock.Real(), natsjs.DeclareTopology(true))
+	if err := core.Subscribe(r.app, r.queue("work"), func(context.Context, *core.Message[string]) error { return nil },
+		core.WithCodec(core.Raw)); err != nil {
+		t.Fatal(err)
+	}
+	r.mustStart()
+	r.publish("work", "before", nil)
+	r.rec.WaitSettled(1)
+
+	s.Shutdown()
+	s.WaitForShutdown()
+	bare, err := natsserver.NewServer(&natsserver.Options{ServerName: "settle-restart", Host: "127.0.0.1", Port: port, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go bare.Start()
+	if !bare.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server without JetStream not ready within 10s")
+	}
+	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
+	defer cancel()
+	failed := func() int {
+		return len(r.logs.Find("nats: fetching after a reconnection failed; trying again")) +
+			len(r.logs.Find("settle: taking the next delivery failed; trying again"))
+	}
+	for failed() < 12 {
+		select {
+		case <-ctx.Done():
+			bare.Shutdown()
+			t.Fatalf("%d fetches failed while JetStream was away; want 12 within %v", failed(), coretest.WaitTimeout)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	bare.Shutdown()
+	bare.WaitForShutdown()
+	s = ownServer(t, port, dir)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, r.subject("work"), []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	r.rec.WaitSettled(2)
+	if d := time.Since(back); d > time.Second {
+		t.Fatalf("first settlement %v after JetStream was back; want within 1s", d)
+	} else {
+		t.Logf("first settlement %v after JetStream was back", d)
+	}
+}
