@@ -30,6 +30,17 @@ func ownServer(t *testing.T, port int, dir string) *natsserver.Server {
 	return s
 }
 
+// freePort returns a loopback port nothing listens on, for a server the test restarts.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
 // After the server restarts, the subscription settles again as soon as it has reconnected. A
 // server that stops in an orderly way tells the pull requests it holds; one that crashes (here:
 // the connection cut at a proxy of the test's own, ports 4300-4309, before the server stops)
@@ -37,13 +48,7 @@ func ownServer(t *testing.T, port int, dir string) *natsserver.Server {
 // expire (FetchWait, 20s here) before fetching again. Reconnected to a server with another id, it
 // now ends that fetch and sends a new request at once.
 func TestRestartedServerServesAtOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	dir := t.TempDir()
+	port, dir := freePort(t), t.TempDir()
 	s := ownServer(t, port, dir)
 	t.Cleanup(func() { s.Shutdown() })
 	url := s.ClientURL()
@@ -106,13 +111,7 @@ func TestRestartedServerServesAtOnce(t *testing.T) {
 // failures had doubled core's backoff to seconds (and a dozen took far longer than the test
 // waits); now the first settlement follows JetStream within a second.
 func TestFetchesRetriedWhileJetStreamLoads(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	dir := t.TempDir()
+	port, dir := freePort(t), t.TempDir()
 	s := ownServer(t, port, dir)
 	t.Cleanup(func() { s.Shutdown() })
 	r := newRig(t, s.ClientURL(), clock.Real(), natsjs.DeclareTopology(true))
