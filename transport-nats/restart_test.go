@@ -7,8 +7,6 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/coretest"
@@ -84,16 +82,7 @@ func TestRestartedServerServesAtOnce(t *testing.T) {
 	s = ownServer(t, port, dir)
 	p.Restore()
 	back := time.Now()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(ctx, r.subject("work"), []byte("after")); err != nil {
+	if _, err := newAdmin(t, url).js.Publish(ctx, r.subject("work"), []byte("after")); err != nil {
 		t.Fatal(err)
 	}
 	r.rec.WaitSettled(2)
@@ -150,16 +139,7 @@ func TestFetchesRetriedWhileJetStreamLoads(t *testing.T) {
 	bare.Shutdown()
 	bare.WaitForShutdown()
 	s = ownServer(t, port, dir)
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(ctx, r.subject("work"), []byte("after")); err != nil {
+	if _, err := newAdmin(t, s.ClientURL()).js.Publish(ctx, r.subject("work"), []byte("after")); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()

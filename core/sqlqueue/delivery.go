@@ -31,7 +31,7 @@ type delivery struct {
 	overran   bool       // lease: its handler ran past Timeout and grace; no longer extended
 	settled   bool
 	suspect   bool // lease: taken after its previous claim lapsed without a settlement
-	uncharged bool // lease: rescued, its attempt not yet counted (it is as it is handed out)
+	uncharged bool // lease: rescued, its attempt not yet counted (Charge counts it as its handler starts)
 
 	lb      *leaseBatch // lease
 	rb      *rlBatch    // row lock

@@ -127,8 +127,8 @@ func (l *lease) params(now time.Time) ClaimParams {
 // doClaim runs the claim: the rescue claim of a lapsed row, or the ordinary one.
 //
 // A rescue claim takes back, in its transaction, the attempt the claim statement counted: a
-// rescued row is counted when it is handed out (lease_rescue.go's charge), so that a process
-// that dies between the rescue and the handler charges it nothing. A row lapsed in a crash
+// rescued row is counted as its handler starts (the delivery's Charge, lease_rescue.go), so
+// that a process that dies between the rescue and the handler charges it nothing. A row lapsed in a crash
 // would otherwise be charged by every crash that came before its handler, and could reach the
 // cap with one run of its handler.
 func (l *lease) doClaim(ctx context.Context, tx Queryer, p ClaimParams, dst []Claimed) ([]Claimed, error) {
