@@ -69,12 +69,18 @@ type Expect struct {
 	// the copy and the redelivered original both live on, at-least-once as documented (see
 	// forks).
 	CopyOutcomes map[string]bool
-	// CountsAtStart says that a message a crash charged while it waited in a claim is taken
-	// again alone, and then counted only as its handler starts (the SQL forms). A later attempt
-	// with no start line is then a crash that landed between that count and the handler's first
-	// line, as a SIGKILL in the handler would: each such attempt is accepted with a crash of its
-	// own (see attemptsAccounted). Without it at most one attempt may lack a handler.
-	CountsAtStart bool
+	// ChargePerCrash says that a crash or fault may charge a message one attempt that no handler
+	// started, each crash at most once, and that several crashes may charge the same message
+	// so: the SQL forms take a message a crash charged while it waited in a claim again alone
+	// and count it only as its handler starts, so a later attempt with no start line is a crash
+	// between that count and the handler's first line, as a SIGKILL in the handler would be; a
+	// quorum queue charges every message held in a consumer's window when its process dies,
+	// and a message one consumer's crash returned can wait in another consumer's open window
+	// when that one dies too (the documented guarantee: each crash charges a message at most
+	// once). Each such attempt is accepted with a crash of its own (see attemptsAccounted), and
+	// a dead letter the server moved at its delivery limit (Observed.ServerMoved) with its last
+	// delivery charged so. Without it at most one attempt may lack a handler.
+	ChargePerCrash bool
 }
 
 // Where is where a message is at the end of a trial.
@@ -103,6 +109,11 @@ type Observed struct {
 	// Count is a dead letter's count (-1: none); CountErr says why a count did not parse.
 	Count    int
 	CountErr string
+	// ServerMoved says that the dead letter was moved by the server itself, at the origin
+	// queue's delivery limit (a quorum queue's x-death entry with reason delivery_limit): it
+	// carries no count header; the server moves a message there only when a crash charged
+	// the delivery settle would have dead-lettered with its count.
+	ServerMoved bool
 	// SideRows is how many side rows the message left.
 	SideRows int
 }
@@ -164,10 +175,16 @@ type Result struct {
 	// Parked counts retry_after copies held in a process (Expect.InProcessDelay) that died
 	// with it before they were due back: the documented at-most-once window; reported.
 	Parked int
-	// Charged counts messages dead-lettered though they were not meant to fail, whose one
-	// attempt that no handler started was charged by a crash or fault (attemptsAccounted):
-	// counting at claim or delivery, as documented; reported.
+	// Charged counts messages dead-lettered though they were not meant to fail, with attempts
+	// that no handler started charged by crashes or faults (attemptsAccounted; one at most, or
+	// one per crash under Expect.ChargePerCrash): counting at claim or delivery, as
+	// documented; reported.
 	Charged int
+	// ServerMoved counts dead letters a quorum queue moved by itself at its delivery limit,
+	// their last delivery charged by a crash or fault before settle could dead-letter it with
+	// its count (Observed.ServerMoved, Expect.ChargePerCrash): the server's backstop, as
+	// documented; reported.
+	ServerMoved int
 	// Forked counts messages finished once by a copy and once by its redelivered original,
 	// after a crash between the copy and the original's ack (Expect.CopyOutcomes):
 	// at-least-once, as documented; reported.
@@ -361,10 +378,23 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 			r.Unlogged++
 		}
 	case Dead:
-		if want != FinalDead {
-			switch handled, ok := attemptsAccounted(entries, idx, exp.Cap, exp.CountsAtStart); {
+		// A dead letter the server moved at its delivery limit spent one delivery past the
+		// cap, which no handler may have started (settle dead-letters it with its count).
+		spent := exp.Cap
+		if obs.ServerMoved && obs.Count < 0 && exp.Cap > 0 {
+			spent = exp.Cap + 1
+		}
+		if want != FinalDead || spent > exp.Cap {
+			switch handled, ok := attemptsAccounted(entries, idx, spent, exp.ChargePerCrash); {
 			case !ok:
-				r.Add(Wrong, id, "%s: dead-lettered, want %s (ledger: %s)", kind, want, history(entries, idx))
+				if want != FinalDead {
+					r.Add(Wrong, id, "%s: dead-lettered, want %s (ledger: %s)", kind, want, history(entries, idx))
+				}
+				if spent > exp.Cap {
+					r.Add(NoCount, id, "%s: moved by the server at its delivery limit, without its count, with deliveries no handler started and no crash of their own charged (ledger: %s)", kind, history(entries, idx))
+				}
+			case spent > exp.Cap:
+				r.ServerMoved++
 			case !handled:
 				r.Charged++
 			}
@@ -372,6 +402,8 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 		switch {
 		case obs.CountErr != "":
 			r.Add(NoCount, id, "dead letter's count does not parse: %s", obs.CountErr)
+		case obs.Count < 0 && spent > exp.Cap:
+			// accounted above
 		case obs.Count < 0:
 			r.Add(NoCount, id, "dead letter without its count")
 		case exp.Cap > 0 && want == FinalDead && obs.Count < exp.Cap:
@@ -561,13 +593,11 @@ func allHeldFrom(ids []string, a, b int64, failedAt, finishedAt map[string]int64
 // ledger: a process exit or a fault that ends processes or connections between the message's
 // last line of an earlier attempt and its first line of a later one. Two attempts without a
 // handler, or one without a crash to charge it, make the dead letter wrong — unless
-// countsAtStart (Expect.CountsAtStart): then the backend took the message alone after such a
-// charge and counted it only as its handler started, so a further attempt without a start line
-// was cut between the count and the handler's first line, and is accepted when a crash of its
-// own (not one that charged another of its attempts) lies in its stretch.
+// perCrash (Expect.ChargePerCrash): then each attempt without a start line is accepted when a
+// crash of its own (not one that charged another of its attempts) lies in its stretch.
 //
 // handled reports that every attempt reached a handler.
-func attemptsAccounted(entries []Entry, idx []int, cap int, countsAtStart bool) (handled, ok bool) {
+func attemptsAccounted(entries []Entry, idx []int, cap int, perCrash bool) (handled, ok bool) {
 	if cap <= 0 {
 		return false, false
 	}
@@ -583,7 +613,7 @@ func attemptsAccounted(entries []Entry, idx []int, cap int, countsAtStart bool) 
 		if started[a] {
 			continue
 		}
-		if missing++; missing > 1 && !countsAtStart {
+		if missing++; missing > 1 && !perCrash {
 			return false, false
 		}
 		c := crashCharged(entries, idx, a, used)

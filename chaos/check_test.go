@@ -169,6 +169,8 @@ func TestCheckFindsEachViolation(t *testing.T) {
 		charged int
 		// forked: the messages accepted as finished by a copy and by its original
 		forked int
+		// serverMoved: the dead letters accepted as moved by the server at its delivery limit
+		serverMoved int
 	}{
 		{name: "clean ack", kind: chaos.Ack, build: func(l *ledger) { l.run("w1", id, 1, "ack", true) }, snap: done},
 		{name: "row gone", kind: chaos.Ack, build: func(l *ledger) { l.run("w1", id, 1, "ack", true) },
@@ -247,7 +249,7 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 3})
 			l.run("w1", id, 4, "dead_letter", true)
 		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
-			exp: func(e *chaos.Expect) { e.CountsAtStart = true }, charged: 1},
+			exp: func(e *chaos.Expect) { e.ChargePerCrash = true }, charged: 1},
 		// counted at start, but one crash for two attempts without a handler: wrong
 		{name: "ack charged twice, counted at start, one kill", kind: chaos.Ack, build: func(l *ledger) {
 			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 1})
@@ -255,7 +257,54 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
 			l.run("w1", id, 4, "dead_letter", true)
 		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: 4}}},
-			exp: func(e *chaos.Expect) { e.CountsAtStart = true }, want: []chaos.Category{chaos.Wrong}},
+			exp: func(e *chaos.Expect) { e.ChargePerCrash = true }, want: []chaos.Category{chaos.Wrong}},
+		// a quorum queue (a charge per crash): the handler crashed its process on attempts 1
+		// and 3; attempts 2 and 4 waited in windows that died, so the server moved the message
+		// at its delivery limit (cap 3: four deliveries), with no count header: accepted
+		{name: "ack moved by the server, each delivery accounted", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 1})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w2"})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w2", ID: id, Attempt: 3})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w2"})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: -1, ServerMoved: true}}, AbsentIsSettled: true},
+			exp: func(e *chaos.Expect) { e.ChargePerCrash = true }, serverMoved: 1},
+		// the same where one crash may charge a message only once in all (a classic queue or
+		// JetStream): wrong, and the move lacks its count
+		{name: "ack moved by the server, one charge allowed", kind: chaos.Ack, build: func(l *ledger) {
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 1})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w2"})
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w2", ID: id, Attempt: 3})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w2"})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: -1, ServerMoved: true}}, AbsentIsSettled: true},
+			want: []chaos.Category{chaos.NoCount, chaos.Wrong}},
+		// a failing message the server moved though every delivery up to the cap settled and
+		// no crash charged one past it: the move lacks its count
+		{name: "fail moved by the server without a crash", kind: chaos.Fail, build: func(l *ledger) {
+			l.run("w1", id, 1, "retry", true)
+			l.run("w1", id, 2, "retry", true)
+			l.run("w1", id, 3, "retry", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: -1, ServerMoved: true}}, AbsentIsSettled: true},
+			exp: func(e *chaos.Expect) { e.ChargePerCrash = true }, want: []chaos.Category{chaos.NoCount}},
+		// a failing message the server moved after a crash charged its delivery past the cap
+		{name: "fail moved by the server after a crash", kind: chaos.Fail, build: func(l *ledger) {
+			l.run("w1", id, 1, "retry", true)
+			l.run("w1", id, 2, "retry", true)
+			l.add(chaos.Entry{Ev: chaos.EvStart, Who: "w1", ID: id, Attempt: 3})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w1"})
+			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "kill", Detail: "w2"})
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: -1, ServerMoved: true}}, AbsentIsSettled: true},
+			exp: func(e *chaos.Expect) { e.ChargePerCrash = true }, serverMoved: 1},
+		// a dead letter without its count that the server did not move stays wrong
+		{name: "fail dead-lettered without its count", kind: chaos.Fail, build: func(l *ledger) {
+			l.run("w1", id, 1, "retry", true)
+			l.run("w1", id, 2, "retry", true)
+			l.run("w1", id, 3, "dead_letter", true)
+		}, snap: chaos.Snapshot{Messages: map[string]chaos.Observed{id: {Where: chaos.Dead, Copies: 1, Count: -1}}, AbsentIsSettled: true},
+			exp: func(e *chaos.Expect) { e.ChargePerCrash = true }, want: []chaos.Category{chaos.NoCount}},
 		// a row held by another session is no crash: wrong
 		{name: "ack charged beside a locked row", kind: chaos.Ack, build: func(l *ledger) {
 			l.add(chaos.Entry{Ev: chaos.EvFault, Who: "driver", Fault: "lock-row", Phase: "begin"})
@@ -406,6 +455,9 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			}
 			if res.Forked != c.forked {
 				t.Fatalf("Forked = %d, want %d", res.Forked, c.forked)
+			}
+			if res.ServerMoved != c.serverMoved {
+				t.Fatalf("ServerMoved = %d, want %d", res.ServerMoved, c.serverMoved)
 			}
 		})
 	}

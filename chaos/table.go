@@ -58,8 +58,12 @@ func WriteTable(w io.Writer, rows []Row) error {
 				r.Trial, r.Backend, r.Form, r.Result.Parked)
 		}
 		if r.Result != nil && r.Result.Charged > 0 {
-			fmt.Fprintf(w, "\nnote %s/%s/%s: %d messages dead-lettered with one attempt a crash or fault charged before any handler ran (counted at claim or delivery, as documented)\n",
+			fmt.Fprintf(w, "\nnote %s/%s/%s: %d messages dead-lettered with attempts a crash or fault charged before any handler ran, at most one per crash (counted at claim or delivery, as documented)\n",
 				r.Trial, r.Backend, r.Form, r.Result.Charged)
+		}
+		if r.Result != nil && r.Result.ServerMoved > 0 {
+			fmt.Fprintf(w, "\nnote %s/%s/%s: %d messages moved by the server at its delivery limit (x-death, no count header) after a crash charged the delivery past the cap (the server's backstop, as documented)\n",
+				r.Trial, r.Backend, r.Form, r.Result.ServerMoved)
 		}
 		if r.Result != nil && r.Result.Forked > 0 {
 			fmt.Fprintf(w, "\nnote %s/%s/%s: %d messages finished twice, a copy and its original, after a crash between the copy and the original's ack (at-least-once, as documented)\n",

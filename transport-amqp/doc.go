@@ -159,7 +159,11 @@
 // while the deliveries that arrive are suspect (Delivery.Suspect: returned by a crash, not by
 // the consumer itself); the first clean delivery opens the full window. So a message that crashes
 // the process charges its later crashes to itself alone instead of to every message prefetched
-// beside it (the package README has the details and what remains). Acknowledgements are coalesced: a contiguous run of settled delivery tags goes out as one
+// beside it (the package README has the details and what remains). With several consumers on
+// one quorum queue, a message one consumer's crash returned may wait in another's open window
+// and be charged again by that one's crash: on a quorum queue each crash charges a message at
+// most once, so run one consumer per queue or raise the cap by the number of consumers where a
+// neighbour's crash must not cost an attempt. Acknowledgements are coalesced: a contiguous run of settled delivery tags goes out as one
 // basic.ack with multiple=true when a prefetch's worth (at most 128) has settled or 2ms after the first
 // (rejections go out at once, one per message).
 //

@@ -174,6 +174,7 @@ func (b *amqpBackend) observe(snap *chaos.Snapshot, q string, d amqp091.Delivery
 	if q == b.dead {
 		o.Where = chaos.Dead
 		o.Count, o.CountErr = amqpCount(d.Headers)
+		o.ServerMoved = movedAtLimit(d.Headers, b.queue)
 	} else if o.Where != chaos.Dead {
 		o.Where = chaos.Pending
 	}
@@ -205,6 +206,24 @@ func amqpCount(h amqp091.Table) (int, string) {
 		return -1, fmt.Sprintf("%s %q: %v", retryCountHeader, s, err)
 	}
 	return n, ""
+}
+
+// movedAtLimit reports whether the broker moved the message itself because it reached queue's
+// delivery limit: an x-death entry of that queue with reason delivery_limit (a quorum queue).
+func movedAtLimit(h amqp091.Table, queue string) bool {
+	list, _ := h["x-death"].([]any)
+	for _, e := range list {
+		t, _ := e.(amqp091.Table)
+		if t == nil {
+			continue
+		}
+		q, _ := t["queue"].(string)
+		r, _ := t["reason"].(string)
+		if q == queue && r == "delivery_limit" {
+			return true
+		}
+	}
+	return false
 }
 
 // terminate makes the node close every client connection (rabbitmqctl close_all_connections).

@@ -181,12 +181,21 @@ func inProcessDelay(b backend) time.Duration {
 	return 0
 }
 
-// countsAtStart: the SQL forms take a message a crash charged while it waited in a claim
-// again alone, and count it as its handler starts (chaos.Expect.CountsAtStart); a quorum queue
-// or a JetStream consumer may hold it in a window again, where a crash charges it unhandled.
-func countsAtStart(b backend) bool {
-	_, ok := b.(*sqlBackend)
-	return ok
+// chargePerCrash (chaos.Expect.ChargePerCrash): the SQL forms take a message a crash charged
+// while it waited in a claim again alone and count it as its handler starts, so only a crash
+// between that count and the handler charges it again; a quorum queue charges every message
+// in a dying consumer's window, and a message one consumer's crash returned may wait in
+// another's open window when that one dies too: each crash charges a message at most once,
+// as transport-amqp documents. A classic queue counts nothing at delivery; a JetStream
+// consumer holds a suspect message alone, so one charge without a handler stays the limit.
+func chargePerCrash(b backend) bool {
+	switch b := b.(type) {
+	case *sqlBackend:
+		return true
+	case *amqpBackend:
+		return b.queueType == "quorum"
+	}
+	return false
 }
 
 // copyOutcomes names the outcomes backend b settles by publishing a copy, then acknowledging
@@ -412,7 +421,7 @@ func (r *run) execute(ctx context.Context) (*chaos.Result, error) {
 	res := chaos.Check(entries, snap, chaos.Expect{
 		IDs: r.ids, Mix: r.mix, Cap: 3, SideRows: r.b.sideRows() && r.sc.Transactional,
 		StrictAttempts: r.b.strictAttempts(), StallBound: r.sc.StallBound, RecoverBound: r.sc.RecoverBound, MaxRuns: r.sc.MaxRuns,
-		InProcessDelay: inProcessDelay(r.b), CopyOutcomes: copyOutcomes(r.b), CountsAtStart: countsAtStart(r.b),
+		InProcessDelay: inProcessDelay(r.b), CopyOutcomes: copyOutcomes(r.b), ChargePerCrash: chargePerCrash(r.b),
 	})
 	res.Torn = torn
 	return res, nil

@@ -214,23 +214,19 @@ func markSettleFails(b, f string) *Mark {
 	return nil
 }
 
-func markAMQP(trial, form string) *Mark {
-	quorum := form == "quorum" || form == "quorum+dlxttl"
-	switch {
-	// refused-copies: originals held back after a refused copy now wait per round of
-	// refusals (a 2 s outage no longer escalates to the 30 s maximum), and a dead letter the
-	// broker confirmed into the queue delete-dead was deleting is the fault's loss (counted as
-	// destroyed): 8 of 8 bounded runs passed after both. cut on classic+inprocess: the delayed
-	// copy stays in the process until the broker takes it (dd9a6e7); a copy whose process
-	// killed itself (a self_kill message) before the copy was due dies with it, the documented
-	// at-most-once window of in-process delays, which the checker counts apart (Result.Parked)
-	// rather than as lost. No mark for either (issue 15).
-	case quorum && (trial == "kill" || trial == "cut" || trial == "restart"):
-		return &Mark{Issue: 15, Intermittent: true, Cats: cats(chaos.Wrong, chaos.NoCount),
-			Reason: "the residue of the crash-neighbour defect, inherent to quorum queues: the server charges a delivery to every message a consumer held unacknowledged when its process died, its connection was cut or the broker restarted, handed to a handler or not. The checker accepts one such charge where the ledger shows the fault (then these trials passed 10 runs in a row), but a returned message that reaches the restarted consumer after a clean one has opened its window (amqp.DefaultQuorumPrefetch, 300 (128 before), which holds the bounded backlog of 40 whole) waits there beside the others, and the next fault charges it again: start#3 dead_letter#4, 1 run in 11 of kill/quorum after that change. Why a smaller window had made Watermill's TestContinueAfterErrors on quorum miss messages: the test nacks the same few head messages 300 times, past the default delivery limit of 20, and a quorum queue with no dead-letter route discards them (RabbitMQ 4's rule; now an ERROR line and settle.messages.discarded, 6c77bcb)"}
-	case trial == "compete" && quorum:
-		return &Mark{Issue: 15, Intermittent: true, Cats: cats(chaos.NoCount, chaos.Wrong),
-			Reason: "two consumers with the full window (no Prefetch: amqp.DefaultQuorumPrefetch, 300 (128 before), which holds the bounded backlog whole): a crash of one returns its whole window, which the other takes as suspects beside its own clean deliveries; when the other crashes too (a self_kill among them), the same innocent messages are charged again, and with a retry of their own they reach the cap (dead-lettered as not settled, or moved by the server's delivery limit without settle-retry-count). A window cannot be narrowed safely within a session (a quorum delivery in flight to a cancelled consumer is charged), and a smaller one does not remove it (with -prefetch 8 for four handlers: 1 failure in 9 runs, ledger start#3@w2 dead_letter#4); transport-amqp README says what to do"}
-	}
-	return nil
-}
+// markAMQP: no RabbitMQ trial carries a mark (issue 15). refused-copies: originals held back
+// after a refused copy wait per round of refusals (a 2 s outage no longer escalates to the 30 s
+// maximum), and a dead letter the broker confirmed into the queue delete-dead was deleting is
+// the fault's loss (counted as destroyed). cut on classic+inprocess: the delayed copy stays in
+// the process until the broker takes it; a copy whose process killed itself before it was due
+// dies with it, the documented at-most-once window of in-process delays (Result.Parked). The
+// quorum trials (kill, cut, restart, compete) were marked for a message charged by two crashes
+// before a handler ran it: a quorum queue charges every message in a dying consumer's window,
+// and a message one crash returned can wait in another consumer's open window (or the
+// restarted consumer's reopened one) when that one dies too. No consumer can refuse what the
+// broker pushes into its window, narrow an open window without returning (and so charging)
+// what is in flight, or undo the broker's count, so that is the documented guarantee on quorum
+// queues: each crash charges a message at most once (chaos.Expect.ChargePerCrash), and the
+// server's delivery limit moves a message whose delivery past the cap a crash charged
+// (Observed.ServerMoved, read back through x-death).
+func markAMQP(trial, form string) *Mark { return nil }
