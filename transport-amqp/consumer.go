@@ -172,6 +172,7 @@ type session struct {
 	next       <-chan amqp091.Delivery // the consumer a window change started; read once deliveries closes
 	acks       acker
 	win        window
+	held       held // deliveries received, not handed out yet (Next only)
 
 	cancelOnce sync.Once // basic.cancel before the first abandoned delivery is given back
 
@@ -256,8 +257,9 @@ func (s *session) stopConsuming() {
 	})
 }
 
-// Next hands out the next delivery. When the channel or connection has closed it reconnects
-// with backoff on the clock, logging each attempt.
+// Next hands out the next delivery, a suspect one ahead of the clean ones received before it
+// (held.go). When the channel or connection has closed it reconnects with backoff on the
+// clock, logging each attempt.
 func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 	for {
 		s := c.sess.Load()
@@ -266,6 +268,10 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 				return nil, err
 			}
 			continue
+		}
+		c.collect(s)
+		if d := s.held.pop(); d != nil {
+			return d, nil
 		}
 		var m amqp091.Delivery
 		var ok bool
@@ -291,18 +297,48 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 			_ = s.ch.Close()
 			continue
 		}
-		d := c.wrap(s, m)
-		if s.next == nil && !base(d).suspect {
-			// This clean delivery is the consumer's whole window, unacknowledged: the moment
-			// the full window can open without a delivery in flight to the old consumer.
-			next, err := s.open()
-			if err != nil {
-				// The channel is gone: d's settlement fails, and it comes back by itself.
-				c.log.Warn("amqp: opening the prefetch window failed; consuming again", "error", err, "epoch", s.epoch)
-			}
-			s.next = next
+		s.held.push(c.arrived(s, m))
+	}
+}
+
+// arrived wraps a delivery as it is received; a clean one that arrives while the window is
+// one delivery wide opens the full window.
+func (c *consumer) arrived(s *session, m amqp091.Delivery) core.Delivery {
+	d := c.wrap(s, m)
+	if s.next == nil && !base(d).suspect {
+		// This clean delivery is the consumer's whole window, unacknowledged: the moment
+		// the full window can open without a delivery in flight to the old consumer.
+		next, err := s.open()
+		if err != nil {
+			// The channel is gone: d's settlement fails, and it comes back by itself.
+			c.log.Warn("amqp: opening the prefetch window failed; consuming again", "error", err, "epoch", s.epoch)
 		}
-		return d, nil
+		s.next = next
+	}
+	return d
+}
+
+// collect takes the deliveries that have already arrived, without waiting, up to maxHeld held,
+// so that a suspect one among them is seen. A closed channel is left for Next to find.
+// Next calls it before each hand-out, so a suspect delivery that arrived while a handler ran
+// goes ahead of the clean ones held.
+func (c *consumer) collect(s *session) {
+	for s.held.len() < maxHeld {
+		select {
+		case m, ok := <-s.deliveries:
+			if !ok {
+				if s.next == nil {
+					// The channel is gone, or its consumer was cancelled for good: what it
+					// held and did not hand out comes back to the queue by itself (amqp091
+					// drops its own buffer the same way), so none of it is handed out now.
+					s.held.reset()
+				}
+				return
+			}
+			s.held.push(c.arrived(s, m))
+		default:
+			return
+		}
 	}
 }
 

@@ -161,7 +161,8 @@
 // the process charges its later crashes to itself alone instead of to every message prefetched
 // beside it (the package README has the details and what remains). With several consumers on
 // one quorum queue, a message one consumer's crash returned may wait in another's open window
-// and be charged again by that one's crash: on a quorum queue each crash charges a message at
+// (it is handed out ahead of the clean deliveries received before it, so only for the handlers
+// already running) and be charged again by that one's crash: on a quorum queue each crash charges a message at
 // most once, so run one consumer per queue or raise the cap by the number of consumers where a
 // neighbour's crash must not cost an attempt. Acknowledgements are coalesced: a contiguous run of settled delivery tags goes out as one
 // basic.ack with multiple=true when a prefetch's worth (at most 128) has settled or 2ms after the first

@@ -6,8 +6,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/rabbitmq/amqp091-go"
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/coretest"
 	amqp "github.com/settlehq/settle/transport-amqp"
 )
 
@@ -82,6 +85,131 @@ func TestPoisonCrashChargesOnlyItself(t *testing.T) {
 			if len(a) == 0 || a[len(a)-1] > 2 {
 				t.Errorf("neighbour m%d ran at attempts %v, want its last at 1 or 2: charged for the poison's later crashes", i, a)
 			}
+		}
+	})
+}
+
+// watchConn forwards every delivery its channels' consumers receive, and then names its body on
+// arrived: once a body is named, the consumer can take that delivery without waiting.
+type watchConn struct {
+	amqp.Connection
+	arrived chan<- string
+}
+
+func (c watchConn) Channel() (amqp.Channel, error) {
+	ch, err := c.Connection.Channel()
+	if err != nil {
+		return nil, err
+	}
+	return watchChannel{ch, c.arrived}, nil
+}
+
+type watchChannel struct {
+	amqp.Channel
+	arrived chan<- string
+}
+
+func (c watchChannel) Consume(queue, consumer string, autoAck, exclusive, noLocal, noWait bool, args amqp091.Table) (<-chan amqp091.Delivery, error) {
+	in, err := c.Channel.Consume(queue, consumer, autoAck, exclusive, noLocal, noWait, args)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan amqp091.Delivery, 64)
+	go func() {
+		defer close(out)
+		for m := range in {
+			out <- m
+			c.arrived <- string(m.Body)
+		}
+	}()
+	return out, nil
+}
+
+// A message a crash returned into a consumer's open window, behind clean deliveries the
+// consumer had prefetched, is handed out ahead of them: it waits only for the handler already
+// running, not for the whole window, so a crash of this consumer meanwhile is less likely to
+// charge it a second delivery no handler saw. Here the subscription holds c0 in its handler (on
+// the consumer the window opened from) and c1, c2, c3 in its full window of 3, while another
+// client takes "s" with basic.get and closes its channel (a crash: the quorum queue charges
+// it). "s" arrives once c1 is acknowledged, while c2 runs, and goes out before c3.
+func TestSuspectHandedOutBeforePrefetched(t *testing.T) {
+	each(t, func(t *testing.T, s server) {
+		arrived := make(chan string, 64)
+		dial := s.dial
+		s.dial = func() (amqp.Connection, error) {
+			c, err := dial()
+			if err != nil {
+				return nil, err
+			}
+			return watchConn{c, arrived}, nil
+		}
+		waitArrived := func(body string) {
+			t.Helper()
+			timeout := time.After(coretest.WaitTimeout)
+			for {
+				select {
+				case b := <-arrived:
+					if b == body {
+						return
+					}
+				case <-timeout:
+					t.Fatalf("%q never reached the consumer", body)
+				}
+			}
+		}
+		r := newRig(t, s, true)
+		q := r.q("suspect-first")
+		ep, err := amqp.Quorum(r.broker, q, amqp.Prefetch(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []string
+		started, release := make(chan struct{}), make(chan struct{})
+		sArrived := make(chan struct{})
+		subscribe(r, ep, func(_ context.Context, m *core.Message[string]) error {
+			mu.Lock()
+			order = append(order, fmt.Sprintf("%s#%d", m.Payload, m.Attempt()))
+			mu.Unlock()
+			switch m.Payload {
+			case "c0":
+				close(started)
+				<-release
+			case "c2":
+				<-sArrived
+			}
+			return nil
+		}, rawCodec, core.Workers(1))
+		r.start()
+		r.publish(q, "c0")
+		<-started
+		waitArrived("c0")
+		for _, c := range []string{"c1", "c2", "c3"} {
+			r.publish(q, c)
+			waitArrived(c)
+		}
+		// The window (3) is full: "s" stays in the queue until c1 is acknowledged.
+		r.publish(q, "s")
+		ch, err := r.be.conn().Channel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := ch.Get(q, false)
+		if err != nil || !ok || string(got.Body) != "s" {
+			t.Fatalf("basic.get: %q, %v, %v", got.Body, ok, err)
+		}
+		if err := ch.Close(); err != nil { // "s" goes back, charged a delivery
+			t.Fatal(err)
+		}
+		close(release)
+		waitArrived("s")
+		close(sArrived)
+		r.rec.WaitFor(func(ss []core.Settlement) bool { return len(ss) >= 5 })
+		r.stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if got, want := strings.Join(order, " "), "c0#1 c1#1 c2#1 s#2 c3#1"; got != want {
+			t.Fatalf("handled %s, want %s", got, want)
 		}
 	})
 }
