@@ -34,8 +34,9 @@ import (
 // cancel cannot catch a delivery in flight is when the consumer holds its whole window
 // unacknowledged; with a window of one that is each time a delivery arrives, before it is handed
 // out, so that is when the window opens. A suspect delivery arriving in a full window (another
-// consumer died, or a message a first crash returned behind clean ones) still runs alone in the
-// process, but the deliveries prefetched beside it stay in flight: a message that crashes the
+// consumer died, or a message a first crash returned behind clean ones) goes out ahead of the
+// clean deliveries received before it (held.go) and runs alone in the process, but the
+// deliveries prefetched beside it stay in flight: a message that crashes the
 // process on its first delivery charges the window once, and only that once.
 
 // window is a session's prefetch window. Finish (workers) counts clean settlements; only Next
