@@ -92,11 +92,15 @@ func runPGContenders(b *testing.B, cs []pgContender) []result {
 				if c.seed {
 					pgSeedSchema(ctx, b, admin, s, n)
 				}
-				pool := pgContenderPool(ctx, b, c.conns)
+				tr := newPGTrace()
+				pool := pgContenderPool(ctx, b, c.conns, tr)
 				defer pool.Close()
 				taken, err := c.drain(ctx, pool, s, n)
 				if err != nil {
 					b.Fatalf("%s (round %d): %v", c.name, round+1, err)
+				}
+				if tr != nil {
+					tr.report(c.name, n, taken)
 				}
 				if c.seed {
 					var left int
@@ -209,12 +213,15 @@ func pgSeedSchema(ctx context.Context, b *testing.B, admin *pgxpool.Pool, s stri
 }
 
 // pgContenderPool opens a contender's own pool of conns connections (at least 2), all opened
-// before its drain starts.
-func pgContenderPool(ctx context.Context, b *testing.B, conns int) *pgxpool.Pool {
+// before its drain starts; tr, when not nil, traces its statements (SETTLE_BENCH_PG_TRACE).
+func pgContenderPool(ctx context.Context, b *testing.B, conns int, tr *pgTrace) *pgxpool.Pool {
 	b.Helper()
 	cfg, err := pgxpool.ParseConfig(pgURL())
 	if err != nil {
 		b.Fatal(err)
+	}
+	if tr != nil {
+		cfg.ConnConfig.Tracer = tr
 	}
 	cfg.MaxConns = int32(max(conns, 2))
 	cfg.MinConns = cfg.MaxConns

@@ -297,7 +297,7 @@ func pgScalingDrain(b *testing.B, admin *pgxpool.Pool, n int, c pgContender) flo
 	}
 	defer func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+s+" CASCADE") }()
 	pgSeedSchema(ctx, b, admin, s, n)
-	pool := pgContenderPool(ctx, b, c.conns)
+	pool := pgContenderPool(ctx, b, c.conns, nil)
 	defer pool.Close()
 	took, err := c.drain(ctx, pool, s, n)
 	if err != nil {

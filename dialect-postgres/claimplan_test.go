@@ -27,18 +27,34 @@ type readTracer struct {
 }
 
 func (r *readTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if strings.Contains(d.SQL, " LIMIT ") && !strings.HasPrefix(d.SQL, "EXPLAIN") {
+	r.saw(d.SQL, d.Args)
+	return ctx
+}
+
+func (r *readTracer) saw(sql string, args []any) {
+	if strings.Contains(sql, " LIMIT ") && !strings.HasPrefix(sql, "EXPLAIN") {
 		r.mu.Lock()
-		if _, ok := r.seen[d.SQL]; !ok {
-			r.seen[d.SQL] = append([]any(nil), d.Args...)
-			r.sqls = append(r.sqls, d.SQL)
+		if _, ok := r.seen[sql]; !ok {
+			r.seen[sql] = append([]any(nil), args...)
+			r.sqls = append(r.sqls, sql)
 		}
 		r.mu.Unlock()
+	}
+}
+
+func (*readTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// The statements of a batch (a lease pipeline, a row-lock claim sent with its BEGIN) are
+// recorded as they are queued.
+func (r *readTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	for _, q := range d.Batch.QueuedQueries {
+		r.saw(q.SQL, q.Arguments)
 	}
 	return ctx
 }
 
-func (*readTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (*readTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (*readTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 func (r *readTracer) take() ([]string, map[string][]any) {
 	r.mu.Lock()

@@ -81,40 +81,56 @@ func (p *poolDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 func (p *poolDB) Pipeline(ctx context.Context, steps []sqlqueue.Step) error {
 	var b pgx.Batch
 	for _, s := range steps {
-		sql := s.SQL
-		if s.Want > 0 {
-			sql = "WITH settle_step AS (" + sql + " RETURNING 1) SELECT 1 / (count(*) = " +
-				strconv.FormatInt(s.Want, 10) + ")::int FROM settle_step"
-		}
-		b.Queue(sql, s.Args...)
+		queueStep(&b, s)
 	}
 	br := p.pool.SendBatch(ctx, &b)
 	var err error
 	for _, s := range steps {
-		switch {
-		case s.Want > 0:
-			var one int32
-			err = br.QueryRow().Scan(&one)
-		case s.Rows != nil:
-			var rows pgx.Rows
-			if rows, err = br.Query(); err == nil {
-				err = s.Rows(&pgRows{rows: rows})
-			}
-		default:
-			_, err = br.Exec()
-		}
-		if err != nil {
+		if err = readStep(br, s); err != nil {
 			break
 		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	return stepErr(err, nil)
+}
+
+// queueStep queues s on b, wrapped to check its row count on the server when it has a Want.
+func queueStep(b *pgx.Batch, s sqlqueue.Step) {
+	sql := s.SQL
+	if s.Want > 0 {
+		sql = "WITH settle_step AS (" + sql + " RETURNING 1) SELECT 1 / (count(*) = " +
+			strconv.FormatInt(s.Want, 10) + ")::int FROM settle_step"
+	}
+	b.Queue(sql, s.Args...)
+}
+
+// readStep reads the result of s, queued by queueStep, from br.
+func readStep(br pgx.BatchResults, s sqlqueue.Step) error {
+	switch {
+	case s.Want > 0:
+		var one int32
+		return br.QueryRow().Scan(&one)
+	case s.Rows != nil:
+		rows, err := br.Query()
+		if err == nil {
+			err = s.Rows(&pgRows{rows: rows})
+		}
+		return err
+	}
+	_, err := br.Exec()
+	return err
+}
+
+// stepErr translates the error of a batch of steps: a step's failed row count check is
+// ErrRowCount.
+func stepErr(err error, closed closedFunc) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == codeDivisionByZero {
 		return fmt.Errorf("%w (%s)", sqlqueue.ErrRowCount, pe.Message)
 	}
-	return edgeErr(err, nil)
+	return edgeErr(err, closed)
 }
 
 // pgTx is sqlqueue.Transaction over a pgx.Tx; Unwrap returns the pgx.Tx.

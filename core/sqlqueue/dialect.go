@@ -561,6 +561,29 @@ type Step struct {
 	Rows func(Rows) error
 }
 
+// TxPipeliner is an optional interface of a DB whose driver sends a transaction's BEGIN with
+// its first statement, and its last statement with its COMMIT, one round trip each (PostgreSQL:
+// pgx batches on the transaction's connection). The row-lock form then opens a claim's
+// transaction with the claim itself and commits it with the claim's grouped settlement: two
+// round trips a claim instead of four, for the same statements in the same transaction. It is
+// not used in transactional mode, whose handlers unwrap the driver's own transaction.
+type TxPipeliner interface {
+	// BeginPipelined starts a transaction that sends its BEGIN with its first statement (one
+	// that never runs a statement sends none). Its Unwrap may return nil.
+	BeginPipelined(ctx context.Context) (PipelinedTx, error)
+}
+
+// PipelinedTx is a transaction that a TxPipeliner began.
+type PipelinedTx interface {
+	Transaction
+	// CommitWith runs step's statement and commits the transaction, in one round trip (Rows is
+	// not used; Want is checked as in Pipeline). It ends the transaction either way: a statement
+	// that fails, or changes another number of rows than its Want (an error matching
+	// ErrRowCount), rolls it back; after any other error it may or may not have committed, as
+	// after a failed Commit.
+	CommitWith(ctx context.Context, step Step) error
+}
+
 // ErrRowCount is the error a Pipeliner returns when a step changed another number of rows than
 // it wants; nothing in the pipeline was committed.
 var ErrRowCount = errors.New("sqlqueue: a pipelined statement changed another number of rows than it wants; the pipeline was rolled back")

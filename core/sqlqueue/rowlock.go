@@ -174,14 +174,21 @@ func (r *rowLock) giveBack(bs []*rlBatch) {
 }
 
 // Finish runs d's statement in its claim's transaction; the last row of the claim commits it.
-func (r *rowLock) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, settled core.Settled) {
+func (r *rowLock) Finish(_ context.Context, cd core.Delivery, v core.Verdict, settled core.Settled) {
 	d := cd.(*delivery)
 	rt := r.rt
-	ctx = rt.stmtCtx() // the settlement outlives a cancelled handler, and runs under a deadline
 	v = rt.effective(d, v)
 	b := d.rb
+	// Statements run under a statement context (the settlement outlives a cancelled handler,
+	// and runs under a deadline), taken only where one runs: a grouped ack or drop runs none
+	// before its claim's last row.
+	var ctx context.Context
 	b.mu.Lock()
-	if h := d.openTx(); h != nil {
+	h := d.openTx()
+	if h != nil || (b.failed == nil && !r.grouped(v)) {
+		ctx = rt.stmtCtx()
+	}
+	if h != nil {
 		h.closed = true
 		if b.failed == nil {
 			sp := "RELEASE SAVEPOINT settle_delivery"
@@ -217,6 +224,9 @@ func (r *rowLock) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, 
 	b.mu.Unlock()
 	r.busy.done(1)
 	if last {
+		if ctx == nil {
+			ctx = rt.stmtCtx()
+		}
 		r.commit(ctx, b)
 	} else if rt.cfg.transactional {
 		select {
@@ -264,8 +274,10 @@ func (r *rowLock) grouped(v core.Verdict) bool {
 
 // settleGrouped runs the grouped acks and drops of a finished claim in its transaction: their
 // ids in ascending order, at most the flush size per statement, each statement matching every
-// row it names.
-func (r *rowLock) settleGrouped(ctx context.Context, b *rlBatch) error {
+// row it names. With commit, on a PipelinedTx, the last statement goes with the claim's COMMIT
+// in one round trip (its row count checked on the server before the commit): ended then says
+// that the transaction has ended, committed unless err says otherwise.
+func (r *rowLock) settleGrouped(ctx context.Context, b *rlBatch, commit bool) (ended bool, err error) {
 	rt := r.rt
 	ids := make([]int64, 0, len(b.results))
 	for _, it := range b.results {
@@ -274,17 +286,25 @@ func (r *rowLock) settleGrouped(ctx context.Context, b *rlBatch) error {
 		}
 	}
 	slices.Sort(ids)
-	for part := range slices.Chunk(ids, rt.cfg.maxFlush) {
+	pt, pipelined := b.tx.(PipelinedTx)
+	for i := 0; i < len(ids); i += rt.cfg.maxFlush {
+		part := ids[i:min(i+rt.cfg.maxFlush, len(ids))]
 		sql, args := r.groupedStatement(part)
+		if commit && pipelined && i+len(part) == len(ids) {
+			if err := pt.CommitWith(ctx, Step{SQL: sql, Args: args, Want: int64(len(part))}); err != nil {
+				return true, fmt.Errorf("sqlqueue: queue %q on table %s: settling %d claimed rows: %w", rt.q.name, rt.table, len(part), err)
+			}
+			return true, nil
+		}
 		res, err := b.tx.Exec(ctx, sql, args...)
 		if err == nil && res.RowsAffected != int64(len(part)) {
 			err = fmt.Errorf("sqlqueue: queue %q on table %s: settling %d claimed rows matched %d", rt.q.name, rt.table, len(part), res.RowsAffected)
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // groupedStatement is the statement that settles ids, with its arguments: the dialect's own
@@ -324,15 +344,18 @@ func (r *rowLock) groupedStatement(ids []int64) (string, []any) {
 // commit ends a batch whose rows are all finished and reports every settlement.
 func (r *rowLock) commit(ctx context.Context, b *rlBatch) {
 	err := b.failed
+	ended := false
 	if err == nil {
-		err = r.settleGrouped(ctx, b)
+		ended, err = r.settleGrouped(ctx, b, len(b.untake) == 0)
 	}
 	if err == nil && len(b.untake) > 0 {
 		_, err = b.tx.Exec(ctx, r.rt.st.untakeIDs.sql(len(b.untake)), b.untake...)
 	}
-	if err == nil {
+	switch {
+	case ended:
+	case err == nil:
 		err = b.tx.Commit(ctx)
-	} else {
+	default:
 		_ = b.tx.Rollback(ctx)
 	}
 	if err != nil && b.culprit == nil && len(b.results) == 1 {

@@ -57,7 +57,7 @@ func (r *rowLock) claim(ctx context.Context) (int, error) {
 		}
 	}
 	// The claim transaction outlives this call: only the settlement ends it.
-	tx, err := rt.db.Begin(context.WithoutCancel(ctx))
+	tx, err := r.begin(context.WithoutCancel(ctx))
 	if err != nil {
 		return 0, err
 	}
@@ -75,7 +75,8 @@ func (r *rowLock) claim(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	r.claimBuf = rows[:0]
-	b := &rlBatch{tx: tx, ds: newDeliveries(rt, rows), left: len(rows), at: now, full: len(rows) == size}
+	b := &rlBatch{tx: tx, ds: newDeliveries(rt, rows), left: len(rows), at: now, full: len(rows) == size,
+		results: make([]item, 0, len(rows))}
 	clear(rows)
 	for i := range b.ds {
 		b.ds[i].rb, b.ds[i].counted, b.ds[i].suspect = b, counted != nil, lapsed
@@ -93,6 +94,16 @@ func (r *rowLock) claim(ctx context.Context) (int, error) {
 	r.batches = append(r.batches, b)
 	r.mu.Unlock()
 	return len(b.ds), nil
+}
+
+// begin opens a claim's transaction: on a TxPipeliner outside transactional mode (whose
+// handlers unwrap the driver's own transaction) one whose BEGIN goes with the claim, and whose
+// COMMIT goes with the claim's grouped settlement (settleGrouped).
+func (r *rowLock) begin(ctx context.Context) (Transaction, error) {
+	if tp, ok := r.rt.db.(TxPipeliner); ok && !r.rt.cfg.transactional {
+		return tp.BeginPipelined(ctx)
+	}
+	return r.rt.db.Begin(ctx)
 }
 
 // count commits attempt + 1 on up to p.Limit ready rows, oldest first, in a transaction of its
