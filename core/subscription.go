@@ -310,16 +310,22 @@ func (s *subscription) policy(p Policy, d Delivery, cause error) Verdict {
 }
 
 func (s *subscription) onSettled(d Delivery, v Verdict, err error) {
+	// One clock read serves the health's last settlement and the observers' Settlement.At.
+	var now time.Time
 	if err != nil {
 		s.info.Logger.Warn("settle: settlement failed; the message returns as an abandoned one",
 			"message_id", d.ID(), "attempt", d.Attempt(), "verdict", v.String(), "error", err)
 		s.fail(err)
 		s.report(Event{Kind: EventSettlementFailed, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
 	} else {
-		s.settledAt.Store(s.app.clock.Now().UnixNano())
+		now = s.app.clock.Now()
+		s.settledAt.Store(now.UnixNano())
 	}
 	if len(s.app.observers)+len(s.opts.Observers) > 0 {
-		st := Settlement{Subscription: s.name, Queue: s.queue, Delivery: d, Verdict: v, Err: err, At: s.app.clock.Now()}
+		if now.IsZero() {
+			now = s.app.clock.Now()
+		}
+		st := Settlement{Subscription: s.name, Queue: s.queue, Delivery: d, Verdict: v, Err: err, At: now}
 		for _, o := range s.opts.Observers { // the subscription's own hooks complete the settlement
 			o(st)
 		}

@@ -15,12 +15,13 @@ type dialect struct {
 }
 
 var (
-	_ sqlqueue.LeaseDialect    = (*dialect)(nil)
-	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
-	_ sqlqueue.TableIdentity   = (*dialect)(nil)
-	_ sqlqueue.SQLFamily       = (*dialect)(nil)
-	_ sqlqueue.SingleWriter    = (*dialect)(nil)
-	_ sqlqueue.DDLTypes        = (*dialect)(nil)
+	_ sqlqueue.LeaseDialect     = (*dialect)(nil)
+	_ sqlqueue.AdvisoryDialect  = (*dialect)(nil)
+	_ sqlqueue.TableIdentity    = (*dialect)(nil)
+	_ sqlqueue.SQLFamily        = (*dialect)(nil)
+	_ sqlqueue.SingleWriter     = (*dialect)(nil)
+	_ sqlqueue.DriverOwnedBytes = (*dialect)(nil)
+	_ sqlqueue.DDLTypes         = (*dialect)(nil)
 )
 
 // Family is sqlqueue.FamilySQLite.
@@ -28,6 +29,10 @@ func (*dialect) Family() sqlqueue.Family { return sqlqueue.FamilySQLite }
 
 // SingleWriter is true: a write transaction holds the whole file.
 func (*dialect) SingleWriter() bool { return true }
+
+// DriverOwnedBytes is true: mattn/go-sqlite3 copies every BLOB it reads into a slice of its own
+// (C.GoBytes), which the engine may keep without copying it again.
+func (*dialect) DriverOwnedBytes() bool { return true }
 
 // DDLTypes are SQLite's column types (times are TEXT in TimeFormat).
 func (*dialect) DDLTypes() sqlqueue.Types {

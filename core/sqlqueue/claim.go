@@ -2,6 +2,7 @@ package sqlqueue
 
 import (
 	"context"
+	"database/sql"
 	"slices"
 	"strings"
 	"sync"
@@ -224,7 +225,7 @@ func (c *stmtClaim) Claim(ctx context.Context, tx Queryer, p ClaimParams, dst []
 		return dst, err
 	}
 	start := len(dst)
-	dst, err = scanClaimed(rows, dst)
+	dst, err = scanClaimed(rows, dst, ownsBytes(c.b.d))
 	if err != nil {
 		return dst, err
 	}
@@ -238,7 +239,7 @@ func (c *stmtClaim) Claim(ctx context.Context, tx Queryer, p ClaimParams, dst []
 func (c *stmtClaim) step(p ClaimParams, dst *[]Claimed) Step {
 	return Step{SQL: c.sql, Args: c.b.bind(p, nil), Rows: func(rows Rows) error {
 		start := len(*dst)
-		got, err := scanClaimed(rows, *dst)
+		got, err := scanClaimed(rows, *dst, ownsBytes(c.b.d))
 		*dst = got
 		if err == nil && c.sortByID {
 			sortByID(got[start:])
@@ -259,25 +260,35 @@ func sortByID(rows []Claimed) {
 	})
 }
 
-func scanClaimed(rows Rows, dst []Claimed) ([]Claimed, error) { return scanRows(rows, dst, true) }
+func scanClaimed(rows Rows, dst []Claimed, owned bool) ([]Claimed, error) {
+	return scanRows(rows, dst, true, owned)
+}
 
 // scanRows reads claimed rows: id, payload, attempt, headers and, with created, created_at (a
-// custom EventClaim returns the first four only).
-func scanRows(rows Rows, dst []Claimed, created bool) ([]Claimed, error) {
+// custom EventClaim returns the first four only). With owned (the dialect's DriverOwnedBytes),
+// a payload the driver hands over as []byte is kept as it is, not copied.
+func scanRows(rows Rows, dst []Claimed, created, owned bool) ([]Claimed, error) {
 	defer rows.Close()
-	// Scan into the slice's own element and one attempt variable: locals passed to Scan
-	// would escape, one allocation each per row.
+	// Scan into the slice's own element and one attempt variable, through one argument list
+	// for all rows: locals passed to Scan would escape, one allocation each per row, and so
+	// would a list made per row.
 	var att int64
+	var destBuf [5]any
+	dest := destBuf[:4]
+	if created {
+		dest = destBuf[:5]
+	}
 	for rows.Next() {
 		dst = append(dst, Claimed{})
 		c := &dst[len(dst)-1]
-		var err error
-		if created {
-			err = rows.Scan(&c.ID, &c.Payload, &att, &c.Headers, (*timeScanner)(&c.CreatedAt))
-		} else {
-			err = rows.Scan(&c.ID, &c.Payload, &att, &c.Headers)
+		dest[0], dest[1], dest[2], dest[3] = &c.ID, &c.Payload, &att, &c.Headers
+		if owned {
+			dest[1] = (*ownedBytes)(&c.Payload)
 		}
-		if err != nil {
+		if created {
+			dest[4] = (*timeScanner)(&c.CreatedAt)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return dst[:len(dst)-1], err
 		}
 		c.Attempt = int(att)
@@ -354,4 +365,23 @@ func (c *byCount) get(n int, build func(n int) string) string {
 	}
 	c.cache[n] = build(n)
 	return c.cache[n]
+}
+
+// ownedBytes scans a payload column of a dialect whose driver gives up every []byte it hands
+// over (DriverOwnedBytes): such a value is kept as it is, and any other value is converted as
+// database/sql's Scan into a *[]byte converts it (which copies a []byte too, since most
+// drivers reuse theirs).
+type ownedBytes []byte
+
+func (b *ownedBytes) Scan(src any) error {
+	if v, ok := src.([]byte); ok {
+		*b = v
+		return nil
+	}
+	var n sql.Null[[]byte]
+	if err := n.Scan(src); err != nil {
+		return err
+	}
+	*b = n.V
+	return nil
 }

@@ -6,13 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/settlehq/settle/core"
 )
 
-// delivery is one claimed row. Deliveries of one claim live in one slab.
+// delivery is one claimed row. Deliveries of one claim live in one slab (its flags are kept
+// together, so that they pad the struct once).
 type delivery struct {
 	rt      *runtime
 	id      int64
@@ -23,23 +25,24 @@ type delivery struct {
 	// createdAt is the row's created_at (zero without one): core.Enqueued.
 	createdAt time.Time
 
-	mu        sync.Mutex // lease: guards token against the extender
-	token     time.Time  // lease: locked_until as stamped
-	lost      bool       // lease: an extension found the row taken
-	finishing bool       // lease: Finish was called; the extender leaves it alone
-	handedAt  time.Time  // lease with a handler Timeout: when it was handed out
-	overran   bool       // lease: its handler ran past Timeout and grace; no longer extended
+	mu       sync.Mutex // lease: guards token against the extender
+	token    time.Time  // lease: locked_until as stamped
+	handedAt time.Time  // lease with a handler Timeout: when it was handed out
+
+	lost      bool // lease: an extension found the row taken
+	finishing bool // lease: Finish was called; the extender leaves it alone
+	overran   bool // lease: its handler ran past Timeout and grace; no longer extended
 	settled   bool
 	suspect   bool // lease: taken after its previous claim lapsed without a settlement
 	uncharged bool // lease: rescued, its attempt not yet counted (Charge counts it as its handler starts)
+	counted   bool // row lock: its claim counted its attempt
 
-	lb      *leaseBatch // lease
-	rb      *rlBatch    // row lock
-	counted bool        // row lock: its claim counted its attempt
-	ac      *advConn    // advisory
-	key     string      // advisory
+	lb  *leaseBatch // lease
+	rb  *rlBatch    // row lock
+	ac  *advConn    // advisory
+	key string      // advisory
 
-	hctx handlerTx // transactional mode
+	hctx *handlerTx // transactional mode: set by HandlerContext
 }
 
 // Suspect reports whether the row's previous claim lapsed without a settlement: its process
@@ -84,8 +87,8 @@ func (d *delivery) HandlerContext(ctx context.Context) context.Context {
 	if !d.rt.cfg.transactional {
 		return ctx
 	}
-	d.hctx = handlerTx{d: d}
-	return context.WithValue(ctx, txKey{}, &d.hctx)
+	d.hctx = &handlerTx{d: d}
+	return context.WithValue(ctx, txKey{}, d.hctx)
 }
 
 type txKey struct{}
@@ -189,17 +192,34 @@ func (d *delivery) beginHandlerTx(ctx context.Context, h *handlerTx) error {
 
 // openTx returns the handler's begun transaction, nil when the handler never used it.
 func (d *delivery) openTx() *handlerTx {
-	if d.hctx.d == nil || !d.hctx.begun || d.hctx.err != nil {
+	if d.hctx == nil || !d.hctx.begun || d.hctx.err != nil {
 		return nil
 	}
-	return &d.hctx
+	return d.hctx
 }
 
-// newDeliveries makes the deliveries of one claim in one slab.
+// newDeliveries makes the deliveries of one claim in one slab, their ids in decimal in one
+// string (one allocation per claim rather than one per row).
 func newDeliveries(rt *runtime, rows []Claimed) []delivery {
 	ds := make([]delivery, len(rows))
+	if len(rows) == 0 {
+		return ds
+	}
+	var num [20]byte
+	var endBuf [256]int32
+	ends := endBuf[:0]
+	width := max(len(strconv.AppendInt(num[:0], rows[0].ID, 10)), len(strconv.AppendInt(num[:0], rows[len(rows)-1].ID, 10)))
+	var sb strings.Builder
+	sb.Grow(len(rows) * width)
+	for _, r := range rows {
+		sb.Write(strconv.AppendInt(num[:0], r.ID, 10))
+		ends = append(ends, int32(sb.Len()))
+	}
+	ids := sb.String()
+	at := int32(0)
 	for i, r := range rows {
-		ds[i] = delivery{rt: rt, id: r.ID, idStr: strconv.FormatInt(r.ID, 10), attempt: r.Attempt, payload: r.Payload, headers: r.Headers, createdAt: r.CreatedAt}
+		ds[i] = delivery{rt: rt, id: r.ID, idStr: ids[at:ends[i]], attempt: r.Attempt, payload: r.Payload, headers: r.Headers, createdAt: r.CreatedAt}
+		at = ends[i]
 	}
 	return ds
 }

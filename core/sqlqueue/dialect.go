@@ -387,6 +387,22 @@ func FamilyOf(d Dialect) Family {
 	return ""
 }
 
+// DriverOwnedBytes is an optional interface of a Dialect whose driver hands every []byte
+// column value over in memory of its own, allocated for that value and never reused
+// (mattn/go-sqlite3 copies each BLOB out of SQLite). A claim then keeps a row's payload as the
+// driver gave it, where database/sql's Scan into a *[]byte would copy it once more (most
+// drivers reuse their buffers from row to row).
+type DriverOwnedBytes interface {
+	// DriverOwnedBytes reports whether the driver's []byte values may be kept as they are.
+	DriverOwnedBytes() bool
+}
+
+// ownsBytes reports whether d declares DriverOwnedBytes.
+func ownsBytes(d Dialect) bool {
+	o, ok := d.(DriverOwnedBytes)
+	return ok && o.DriverOwnedBytes()
+}
+
 // SingleWriter is an optional interface of a Dialect whose database runs one write transaction
 // at a time (SQLite: a write transaction holds the whole file). Code that would keep several
 // write transactions open at once, each waiting for the others (several row-lock claims of one

@@ -60,6 +60,7 @@ type lease struct {
 
 	qmu    sync.Mutex
 	queue  []item
+	spare  []item    // an array popLocked handed out, given back by recycle
 	queued time.Time // when the oldest queued item arrived
 	signal chan struct{}
 	// what the settler needs to know to leave a claim cycle's work to it (lease_settle.go's
@@ -237,7 +238,7 @@ func (l *lease) Finish(ctx context.Context, cd core.Delivery, v core.Verdict, se
 	d.finishing = true
 	d.mu.Unlock()
 	alone := rt.cfg.perMessage || rt.eventFor(v.Action) != nil // settled by its own transaction
-	if d.hctx.d != nil || alone {
+	if d.hctx != nil || alone {
 		// The settlement outlives a cancelled handler, and runs under a deadline.
 		ctx = rt.stmtCtx()
 	}
@@ -294,6 +295,15 @@ func (l *lease) lost(d *delivery) error {
 // done records d's settlement and reports it. A settlement that failed (its row still holds
 // this delivery's lease) holds the row back for its failure backoff.
 func (l *lease) done(d *delivery, v core.Verdict, err error, settled core.Settled) {
+	l.record(d, v, err)
+	l.forget(d)
+	if settled != nil {
+		settled(d, v, err)
+	}
+}
+
+// record notes d's settlement (err: how it failed) before it is forgotten and reported.
+func (l *lease) record(d *delivery, v core.Verdict, err error) {
 	rt := l.rt
 	switch {
 	case err == nil:
@@ -305,14 +315,16 @@ func (l *lease) done(d *delivery, v core.Verdict, err error, settled core.Settle
 	d.mu.Lock()
 	d.settled = true
 	d.mu.Unlock()
-	l.forget(d)
-	if settled != nil {
-		settled(d, v, err)
-	}
 }
 
 func (l *lease) forget(d *delivery) {
 	l.mu.Lock()
+	l.forgetLocked(d)
+	l.mu.Unlock()
+}
+
+// forgetLocked drops d from the outstanding count and its batch; l.mu is held.
+func (l *lease) forgetLocked(d *delivery) {
 	l.outstanding--
 	b := d.lb
 	b.left--
@@ -327,7 +339,6 @@ func (l *lease) forget(d *delivery) {
 			}
 		}
 	}
-	l.mu.Unlock()
 }
 
 // giveBack releases, at once, the leases of the deliveries claimed but never handed out, and

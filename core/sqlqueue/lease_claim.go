@@ -18,6 +18,7 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 	if len(items) == 0 {
 		return l.claim(ctx)
 	}
+	defer l.recycle(items)
 	rt := l.rt
 	// The settlements must not be rolled back by a cancelled claim context, and must not wait
 	// forever.

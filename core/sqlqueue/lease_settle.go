@@ -90,20 +90,40 @@ func (l *lease) take() []item {
 }
 
 // popLocked removes up to a flush's worth of items from the front of the queue; l.qmu is held.
+// When that is the whole queue, the queue's own array is handed out and the queue goes on in
+// the spare one (recycle gives an array back): a claim's worth of items is neither copied
+// nor allocated per flush.
 func (l *lease) popLocked() []item {
 	n := min(len(l.queue), l.rt.cfg.maxFlush)
 	if n == 0 {
 		return nil
+	}
+	if n == len(l.queue) {
+		items := l.queue
+		l.queue, l.spare = l.spare, nil
+		return items
 	}
 	items := make([]item, n)
 	copy(items, l.queue)
 	rest := copy(l.queue, l.queue[n:])
 	clear(l.queue[rest:])
 	l.queue = l.queue[:rest]
-	if rest > 0 {
-		l.queued = l.rt.clock.Now()
-	}
+	l.queued = l.rt.clock.Now()
 	return items
+}
+
+// recycle gives back the array of items popLocked handed out, once they are settled and
+// reported, for the queue to use next.
+func (l *lease) recycle(items []item) {
+	if cap(items) == 0 {
+		return
+	}
+	clear(items)
+	l.qmu.Lock()
+	if l.spare == nil {
+		l.spare = items[:0]
+	}
+	l.qmu.Unlock()
 }
 
 // settler flushes finished deliveries; it owns every grouped statement outside a claim cycle.
@@ -166,6 +186,7 @@ func (l *lease) flushReady(force bool) time.Duration {
 		items := l.popLocked()
 		l.qmu.Unlock()
 		l.flush(items, nil)
+		l.recycle(items)
 		force = false
 	}
 }
@@ -264,15 +285,50 @@ func (l *lease) flushFree(ctx context.Context, items []item) bool {
 // report tells core how items were settled: err for all, or per item lost (nil lost: none) or
 // done.
 func (l *lease) report(items []item, lost []bool, err error) {
-	for i, it := range items {
+	if len(items) == 1 {
+		it := items[0]
 		e := err
-		if e == nil && lost != nil && lost[i] {
+		if e == nil && lost != nil && lost[0] {
 			e = l.lost(it.d)
 		}
 		if e == nil {
 			l.rt.wakeAfter(it.v)
 		}
 		l.done(it.d, it.v, e, it.settled)
+	} else {
+		// As done for each item, with every item recorded and forgotten under one hold of
+		// l.mu before they are reported.
+		var errs []error
+		for i, it := range items {
+			e := err
+			if e == nil && lost != nil && lost[i] {
+				e = l.lost(it.d)
+			}
+			if e == nil {
+				l.rt.wakeAfter(it.v)
+			} else if errs == nil {
+				errs = make([]error, len(items))
+			}
+			if errs != nil {
+				errs[i] = e
+			}
+			l.record(it.d, it.v, e)
+		}
+		l.mu.Lock()
+		for _, it := range items {
+			l.forgetLocked(it.d)
+		}
+		l.mu.Unlock()
+		for i, it := range items {
+			if it.settled == nil {
+				continue
+			}
+			var e error
+			if errs != nil {
+				e = errs[i]
+			}
+			it.settled(it.d, it.v, e)
+		}
 	}
 	// Fewer outstanding: what is queued may now be all there is, which flushes at once when no
 	// claim cycle is coming.
@@ -353,7 +409,7 @@ func (l *lease) doneSteps(steps []Step, items []item, now time.Time) []Step {
 			continue
 		}
 		tok := it.d.token
-		var args []any
+		args := make([]any, 0, 2+len(items)-i)
 		if rt.st.doneMark {
 			args = append(args, rt.d.Time(now))
 		}

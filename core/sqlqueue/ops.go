@@ -437,6 +437,9 @@ func scanTime(v any) (time.Time, error) {
 	default:
 		return time.Time{}, fmt.Errorf("a %T is not a time", v)
 	}
+	if t, ok := parseUTC(s); ok {
+		return t, nil
+	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999Z07:00"} {
 		if t, err := time.Parse(layout, s); err == nil {
 			return t.UTC(), nil

@@ -176,7 +176,7 @@ func (r *rowLock) relock(ctx context.Context, tx Queryer, p ClaimParams, counted
 	if err != nil {
 		return nil, err
 	}
-	got, err := scanClaimed(rows, r.claimBuf[:0])
+	got, err := scanClaimed(rows, r.claimBuf[:0], ownsBytes(rt.d))
 	if err != nil {
 		return nil, err
 	}

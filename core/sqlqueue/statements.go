@@ -536,7 +536,7 @@ func (rt *runtime) customClaim(ctx context.Context, tx Queryer, p ClaimParams, d
 	if err != nil {
 		return dst, fmt.Errorf("sqlqueue: custom claim event: %w", last.wrap(err))
 	}
-	dst, err = scanRows(rows, dst, false) // a custom claim returns no created_at
+	dst, err = scanRows(rows, dst, false, ownsBytes(rt.d)) // a custom claim returns no created_at
 	if err != nil {
 		err = last.wrap(err)
 	}
