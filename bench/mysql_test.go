@@ -77,10 +77,12 @@ func myRounds(b *testing.B) int {
 }
 
 // runMyContenders runs each contender on a fresh database of its own, one after the other in
-// the same process and against the same server.
+// the same process and against the same server. SETTLE_BENCH_MARIADB_WHO runs only the
+// contenders whose names contain one of its comma-separated fragments.
 func runMyContenders(b *testing.B, cs []myContender) []myResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
+	cs = slices.DeleteFunc(slices.Clone(cs), func(c myContender) bool { return !picked("SETTLE_BENCH_MARIADB_WHO", c.name) })
 	n := myBenchN(b)
 	admin, cfg := myAdminOrSkip(ctx, b)
 	defer admin.Close()
@@ -173,6 +175,28 @@ func reportMy(b *testing.B, rs []myResult, pairs map[string]string) {
 		b.ReportMetric(r.rate, m+"-msgs/s")
 		b.ReportMetric(r.allocsPer, m+"-allocs/msg")
 		record(b, Record{Chart: "throughput", Backend: "mariadb", Series: r.name, Unit: "msgs/s", Values: r.rates})
+	}
+	// Each paired contender's ratio to its raw loop round by round (the rounds interleave the
+	// contenders, so a round's ratio compares drains made moments apart), and their median.
+	byName := map[string]myResult{}
+	for _, r := range rs {
+		byName[r.name] = r
+	}
+	for _, r := range rs {
+		raw, ok := byName[pairs[r.name]]
+		if !ok || len(raw.rates) != len(r.rates) {
+			continue
+		}
+		var ratios []float64
+		for i := range r.rates {
+			ratios = append(ratios, r.rates[i]/raw.rates[i])
+		}
+		var per []string
+		for _, x := range ratios {
+			per = append(per, fmt.Sprintf("%.3f", x))
+		}
+		slices.Sort(ratios)
+		fmt.Fprintf(&sb, "per-round ÷raw %s: median %.3f [%s]\n", r.name, ratios[len(ratios)/2], strings.Join(per, " "))
 	}
 	b.Log(sb.String())
 }

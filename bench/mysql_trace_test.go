@@ -1,0 +1,269 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/dialect-mysql"
+)
+
+// BenchmarkMariaDBTrace drains the queue with the lease and row-lock contenders of
+// BenchmarkMariaDBDefaults through a TCP proxy that reads the client's side of the MySQL
+// protocol: every command the pool sends (a command is one round trip, whatever it holds: a
+// multi-statement query is one) is counted by its text, literals and IN lists folded, with
+// the time from the command to the last byte of the server's answer before the next command.
+// It prints, per contender, round trips and statements per claim and the time outside them.
+// Rates are of the proxied drain (each round trip crosses the proxy), not for comparison with
+// BenchmarkMariaDBDefaults.
+//
+//	SETTLE_BENCH_MARIADB_N=20000 go test -run '^$' -bench 'BenchmarkMariaDBTrace$' -benchtime 1x ./bench
+//
+// SETTLE_BENCH_MARIADB_WHO picks contenders as for the other MariaDB benchmarks.
+func BenchmarkMariaDBTrace(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	n := myBenchN(b)
+	admin, cfg := myAdminOrSkip(ctx, b)
+	defer admin.Close()
+	cs := []myContender{
+		myRaw("raw lease (w=1,B=100)", myRawLease, 1, 100),
+		mySettle("settle lease, defaults", mysql.Lease, 1, 1, 0),
+		myRaw("raw rowlock grouped (w=1,B=100)", myRawRowLockGrouped, 1, 100),
+		mySettle("settle rowlock, defaults", mysql.RowLock, 1, 1, 0),
+	}
+	for range b.N {
+		for _, c := range cs {
+			if !picked("SETTLE_BENCH_MARIADB_WHO", c.name) {
+				continue
+			}
+			var rnd [4]byte
+			_, _ = rand.Read(rnd[:])
+			name := "settle_bench_" + hex.EncodeToString(rnd[:])
+			if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+				b.Fatal(err)
+			}
+			func() {
+				defer func() { _, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+name) }()
+				px, err := newMyProxy(cfg.Addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer px.close()
+				dcfg := cfg.Clone()
+				dcfg.DBName = name
+				dcfg.Addr = px.addr()
+				dcfg.TLSConfig = "false"
+				db, err := mysql.Open(ctx, dcfg.FormatDSN())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				db.Pool().SetMaxOpenConns(c.conns + 2)
+				db.Pool().SetMaxIdleConns(c.conns + 2)
+				if _, err := db.Pool().ExecContext(ctx, myBenchDDL); err != nil {
+					b.Fatal(err)
+				}
+				if err := mySeed(ctx, db.Pool(), n); err != nil {
+					b.Fatal(err)
+				}
+				px.reset()
+				start := time.Now()
+				taken, err := c.drain(ctx, db, n)
+				wall := time.Since(start)
+				if err != nil {
+					b.Fatalf("%s: %v", c.name, err)
+				}
+				px.report(c.name, n, taken, wall)
+			}()
+		}
+	}
+}
+
+// myProxy forwards connections to a MySQL server and counts the commands clients send.
+type myProxy struct {
+	ln       net.Listener
+	upstream string
+	mu       sync.Mutex
+	stats    map[string]*myCmdStat
+	conns    sync.WaitGroup
+}
+
+type myCmdStat struct {
+	n    int
+	took time.Duration
+}
+
+func newMyProxy(upstream string) (*myProxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &myProxy{ln: ln, upstream: upstream, stats: map[string]*myCmdStat{}}
+	go p.serve()
+	return p, nil
+}
+
+func (p *myProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *myProxy) close() { _ = p.ln.Close() }
+
+func (p *myProxy) reset() {
+	p.mu.Lock()
+	p.stats = map[string]*myCmdStat{}
+	p.mu.Unlock()
+}
+
+func (p *myProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go p.pipe(c)
+	}
+}
+
+// pipe forwards one connection: the server's bytes as they come, noting when the last one
+// went out; the client's packet by packet, a packet with sequence number 0 starting a command.
+func (p *myProxy) pipe(c net.Conn) {
+	defer c.Close()
+	s, err := net.Dial("tcp", p.upstream)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	var mu sync.Mutex
+	var lastResp time.Time
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := s.Read(buf)
+			if k > 0 {
+				mu.Lock()
+				lastResp = time.Now()
+				mu.Unlock()
+				if _, werr := c.Write(buf[:k]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				_ = c.Close()
+				return
+			}
+		}
+	}()
+	var cur string
+	var curAt time.Time
+	finish := func() {
+		if cur == "" {
+			return
+		}
+		mu.Lock()
+		end := lastResp
+		mu.Unlock()
+		took := end.Sub(curAt)
+		if took < 0 {
+			took = 0
+		}
+		p.add(cur, took)
+	}
+	hdr := make([]byte, 4)
+	for {
+		if _, err := io.ReadFull(c, hdr); err != nil {
+			finish()
+			return
+		}
+		size := int(hdr[0]) | int(hdr[1])<<8 | int(hdr[2])<<16
+		body := make([]byte, size)
+		if _, err := io.ReadFull(c, body); err != nil {
+			finish()
+			return
+		}
+		if hdr[3] == 0 && size > 0 {
+			finish()
+			cur, curAt = myCommand(body), time.Now()
+		}
+		if _, err := s.Write(append(hdr, body...)); err != nil {
+			return
+		}
+		hdr = hdr[:4]
+	}
+}
+
+var (
+	myLitRE  = regexp.MustCompile(`'(?:[^'\\]|\\.)*'|\b\d+(?:\.\d+)?\b`)
+	myListRE = regexp.MustCompile(`\?(?:, \?)+`)
+)
+
+// myCommand names a command: a query by its text with literals folded to ? and lists of
+// them to ?…, other commands by their code.
+func myCommand(body []byte) string {
+	switch body[0] {
+	case 0x03: // COM_QUERY
+		q := myLitRE.ReplaceAllString(string(body[1:]), "?")
+		return myListRE.ReplaceAllString(q, "?…")
+	case 0x01:
+		return "COM_QUIT"
+	case 0x0e:
+		return "COM_PING"
+	case 0x16:
+		return "COM_STMT_PREPARE"
+	case 0x17:
+		return "COM_STMT_EXECUTE"
+	case 0x19:
+		return "COM_STMT_CLOSE"
+	case 0x1f:
+		return "COM_RESET_CONNECTION"
+	}
+	return fmt.Sprintf("command 0x%02x", body[0])
+}
+
+func (p *myProxy) add(cmd string, took time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.stats[cmd]
+	if st == nil {
+		st = &myCmdStat{}
+		p.stats[cmd] = st
+	}
+	st.n++
+	st.took += took
+}
+
+// report prints the commands of one drain of n rows: round trips in all and per claim (the
+// claims counted as the commands that read ready rows), and the time in and outside them.
+func (p *myProxy) report(name string, n int, taken, wall time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var keys []string
+	var total time.Duration
+	trips, claims := 0, 0
+	for k, st := range p.stats {
+		keys = append(keys, k)
+		total += st.took
+		trips += st.n
+		if strings.Contains(k, "FOR UPDATE SKIP LOCKED") && strings.Contains(k, "LIMIT") && !strings.Contains(k, "LIMIT 1 ") {
+			claims += st.n
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return p.stats[keys[i]].n > p.stats[keys[j]].n })
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\ntrace %s: %d rows in %v (%.0f msgs/s); %d round trips, %d claims, %.2f round trips a claim; in round trips %v (%.1f µs/row), outside %.1f µs/row\n",
+		name, n, taken.Round(time.Millisecond), float64(n)/taken.Seconds(), trips, claims, float64(trips)/float64(max(claims, 1)),
+		total.Round(time.Millisecond), float64(total.Microseconds())/float64(n), float64((wall-total).Microseconds())/float64(n))
+	for _, k := range keys {
+		st := p.stats[k]
+		fmt.Fprintf(&sb, "  %7d × %8.1f µs  %s\n", st.n, float64(st.took.Microseconds())/float64(st.n), short(k, 160))
+	}
+	fmt.Print(sb.String())
+}
