@@ -111,29 +111,9 @@ func runMyContenders(b *testing.B, cs []myContender) []myResult {
 func runMyRound(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.Config, n int, cs []myContender) []myResult {
 	var out []myResult
 	for _, c := range cs {
-		var rnd [4]byte
-		_, _ = rand.Read(rnd[:])
-		name := "settle_bench_" + hex.EncodeToString(rnd[:])
-		if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-			b.Fatal(err)
-		}
 		func() {
-			defer func() { _, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+name) }()
-			dcfg := cfg.Clone()
-			dcfg.DBName = name
-			db, err := mysql.Open(ctx, dcfg.FormatDSN())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer db.Close()
-			db.Pool().SetMaxOpenConns(c.conns + 2)
-			db.Pool().SetMaxIdleConns(c.conns + 2)
-			if _, err := db.Pool().ExecContext(ctx, myBenchDDL); err != nil {
-				b.Fatal(err)
-			}
-			if err := mySeed(ctx, db.Pool(), n); err != nil {
-				b.Fatal(err)
-			}
+			db, drop := myFreshDB(ctx, b, admin, cfg, "", c.conns, n)
+			defer drop()
 			runtime.GC()
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
@@ -154,6 +134,41 @@ func runMyRound(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.C
 		}()
 	}
 	return out
+}
+
+// myFreshDB creates a database of its own with the standard table holding n rows, and opens a
+// pool on it with room for conns connections (through addr, when not empty, instead of the
+// server's address); drop closes the pool and drops the database.
+func myFreshDB(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.Config, addr string, conns, n int) (*mysql.DB, func()) {
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	name := "settle_bench_" + hex.EncodeToString(rnd[:])
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		b.Fatal(err)
+	}
+	dropDB := func() { _, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+name) }
+	dcfg := cfg.Clone()
+	dcfg.DBName = name
+	if addr != "" {
+		dcfg.Addr, dcfg.TLSConfig = addr, "false"
+	}
+	db, err := mysql.Open(ctx, dcfg.FormatDSN())
+	if err != nil {
+		dropDB()
+		b.Fatal(err)
+	}
+	drop := func() { db.Close(); dropDB() }
+	db.Pool().SetMaxOpenConns(conns + 2)
+	db.Pool().SetMaxIdleConns(conns + 2)
+	if _, err := db.Pool().ExecContext(ctx, myBenchDDL); err != nil {
+		drop()
+		b.Fatal(err)
+	}
+	if err := mySeed(ctx, db.Pool(), n); err != nil {
+		drop()
+		b.Fatal(err)
+	}
+	return db, drop
 }
 
 // reportMy prints the results with each contender's ratio to the raw loop of its form (the

@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -46,36 +44,14 @@ func BenchmarkMariaDBTrace(b *testing.B) {
 			if !picked("SETTLE_BENCH_MARIADB_WHO", c.name) {
 				continue
 			}
-			var rnd [4]byte
-			_, _ = rand.Read(rnd[:])
-			name := "settle_bench_" + hex.EncodeToString(rnd[:])
-			if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-				b.Fatal(err)
-			}
 			func() {
-				defer func() { _, _ = admin.ExecContext(context.Background(), "DROP DATABASE "+name) }()
 				px, err := newMyProxy(cfg.Addr)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer px.close()
-				dcfg := cfg.Clone()
-				dcfg.DBName = name
-				dcfg.Addr = px.addr()
-				dcfg.TLSConfig = "false"
-				db, err := mysql.Open(ctx, dcfg.FormatDSN())
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer db.Close()
-				db.Pool().SetMaxOpenConns(c.conns + 2)
-				db.Pool().SetMaxIdleConns(c.conns + 2)
-				if _, err := db.Pool().ExecContext(ctx, myBenchDDL); err != nil {
-					b.Fatal(err)
-				}
-				if err := mySeed(ctx, db.Pool(), n); err != nil {
-					b.Fatal(err)
-				}
+				db, drop := myFreshDB(ctx, b, admin, cfg, px.addr(), c.conns, n)
+				defer drop()
 				px.reset()
 				start := time.Now()
 				taken, err := c.drain(ctx, db, n)
