@@ -283,52 +283,39 @@ func (l *lease) flushFree(ctx context.Context, items []item) bool {
 }
 
 // report tells core how items were settled: err for all, or per item lost (nil lost: none) or
-// done.
+// done. Each item is recorded as done records it, then all are forgotten under one hold of
+// l.mu, then reported.
 func (l *lease) report(items []item, lost []bool, err error) {
-	if len(items) == 1 {
-		it := items[0]
+	var errs []error // per item; nil while none failed
+	for i, it := range items {
 		e := err
-		if e == nil && lost != nil && lost[0] {
+		if e == nil && lost != nil && lost[i] {
 			e = l.lost(it.d)
 		}
 		if e == nil {
 			l.rt.wakeAfter(it.v)
-		}
-		l.done(it.d, it.v, e, it.settled)
-	} else {
-		// As done for each item, with every item recorded and forgotten under one hold of
-		// l.mu before they are reported.
-		var errs []error
-		for i, it := range items {
-			e := err
-			if e == nil && lost != nil && lost[i] {
-				e = l.lost(it.d)
-			}
-			if e == nil {
-				l.rt.wakeAfter(it.v)
-			} else if errs == nil {
+		} else {
+			if errs == nil {
 				errs = make([]error, len(items))
 			}
-			if errs != nil {
-				errs[i] = e
-			}
-			l.record(it.d, it.v, e)
+			errs[i] = e
 		}
-		l.mu.Lock()
-		for _, it := range items {
-			l.forgetLocked(it.d)
+		l.record(it.d, it.v, e)
+	}
+	l.mu.Lock()
+	for _, it := range items {
+		l.forgetLocked(it.d)
+	}
+	l.mu.Unlock()
+	for i, it := range items {
+		if it.settled == nil {
+			continue
 		}
-		l.mu.Unlock()
-		for i, it := range items {
-			if it.settled == nil {
-				continue
-			}
-			var e error
-			if errs != nil {
-				e = errs[i]
-			}
-			it.settled(it.d, it.v, e)
+		var e error
+		if errs != nil {
+			e = errs[i]
 		}
+		it.settled(it.d, it.v, e)
 	}
 	// Fewer outstanding: what is queued may now be all there is, which flushes at once when no
 	// claim cycle is coming.
