@@ -113,23 +113,30 @@ func BenchmarkMariaDB(b *testing.B) {
 
 // BenchmarkMariaDBDefaults drains the queue through one settle subscription with no option at
 // all (one worker, the default claim size) in the row-lock and lease forms, beside the raw
-// loops with one claimant and claims of 100 rows, interleaved in one run. The row-lock
-// defaults are measured against the grouped raw loop (one DELETE per claim), as the engine
-// settles a claim's acks with one statement; the row-by-row loop is shown beside it.
+// loops with one claimant and claims of 100 rows and of sqlqueue.DefaultMaxBatch rows (the size
+// the default claims grow to on a backlog), interleaved in one run. Each settle default is
+// paired with the raw loop of its form at DefaultMaxBatch; the row-lock defaults with the
+// grouped raw loop (one DELETE per claim), as the engine settles a claim's acks with one
+// statement. The row-by-row loop is shown beside it.
 //
 //	go test -run '^$' -bench 'BenchmarkMariaDBDefaults$' -benchtime 1x ./bench
 func BenchmarkMariaDBDefaults(b *testing.B) {
+	maxB := sqlqueue.DefaultMaxBatch
+	rawGroupedMax := fmt.Sprintf("raw rowlock grouped (w=1,B=%d)", maxB)
+	rawLeaseMax := fmt.Sprintf("raw lease (w=1,B=%d)", maxB)
 	for range b.N {
 		rs := runMyContenders(b, []myContender{
 			myRaw("raw rowlock (w=1,B=100)", myRawRowLock, 1, 100),
 			myRaw("raw rowlock grouped (w=1,B=100)", myRawRowLockGrouped, 1, 100),
+			myRaw(rawGroupedMax, myRawRowLockGrouped, 1, maxB),
 			mySettle("settle rowlock, defaults", mysql.RowLock, 1, 1, 0),
 			myRaw("raw lease (w=1,B=100)", myRawLease, 1, 100),
+			myRaw(rawLeaseMax, myRawLease, 1, maxB),
 			mySettle("settle lease, defaults", mysql.Lease, 1, 1, 0),
 		})
 		reportMy(b, rs, map[string]string{
-			"settle rowlock, defaults": "raw rowlock grouped (w=1,B=100)",
-			"settle lease, defaults":   "raw lease (w=1,B=100)",
+			"settle rowlock, defaults": rawGroupedMax,
+			"settle lease, defaults":   rawLeaseMax,
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/core/sqlqueue"
 	"github.com/settlehq/settle/dialect-mysql"
 )
 
@@ -33,10 +34,11 @@ func BenchmarkMariaDBTrace(b *testing.B) {
 	n := myBenchN(b)
 	admin, cfg := myAdminOrSkip(ctx, b)
 	defer admin.Close()
+	maxB := sqlqueue.DefaultMaxBatch // the claim size the defaults grow to on a backlog
 	cs := []myContender{
-		myRaw("raw lease (w=1,B=100)", myRawLease, 1, 100),
+		myRaw(fmt.Sprintf("raw lease (w=1,B=%d)", maxB), myRawLease, 1, maxB),
 		mySettle("settle lease, defaults", mysql.Lease, 1, 1, 0),
-		myRaw("raw rowlock grouped (w=1,B=100)", myRawRowLockGrouped, 1, 100),
+		myRaw(fmt.Sprintf("raw rowlock grouped (w=1,B=%d)", maxB), myRawRowLockGrouped, 1, maxB),
 		mySettle("settle rowlock, defaults", mysql.RowLock, 1, 1, 0),
 	}
 	for range b.N {

@@ -1,6 +1,11 @@
 package bench
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
 
 // result is one contender's figures over the rounds of a benchmark.
 type result struct {
@@ -25,4 +30,31 @@ func (r result) median() float64 {
 	s := slices.Clone(r.rates)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// reportPairs prints, for each settle contender named in pairs, its ratio to its raw loop round
+// by round and the median of those ratios (each round runs the contenders one after another, so
+// a round's ratio compares drains made moments apart), and reports the median as a metric.
+func reportPairs(b *testing.B, rs []result, pairs map[string]string) {
+	byName := map[string]result{}
+	for _, r := range rs {
+		byName[r.name] = r
+	}
+	var sb strings.Builder
+	for _, r := range rs {
+		raw, ok := byName[pairs[r.name]]
+		if !ok || len(raw.rates) != len(r.rates) || len(r.rates) == 0 {
+			continue
+		}
+		var per []string
+		rounds := make([]float64, len(r.rates))
+		for i := range r.rates {
+			rounds[i] = r.rates[i] / raw.rates[i]
+			per = append(per, fmt.Sprintf("%.3f", rounds[i]))
+		}
+		m := result{rates: rounds}.median()
+		fmt.Fprintf(&sb, "per-round %s ÷ %s: median %.3f [%s]\n", r.name, raw.name, m, strings.Join(per, " "))
+		b.ReportMetric(m, metricName(r.name)+"/raw")
+	}
+	fmt.Print(sb.String())
 }

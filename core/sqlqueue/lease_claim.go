@@ -150,18 +150,21 @@ func (l *lease) doClaim(ctx context.Context, tx Queryer, p ClaimParams, dst []Cl
 
 // batchCycle is how long the automatic claim size (no BatchSize) lets the workers take to get
 // through a claim before it stops growing: a full claim got through in less doubles the next
-// one, up to DefaultMaxBatch; one that took more than four times as long halves it, down to the
-// base size (10 per worker). Fast handlers then share one claim's transaction among up to
-// DefaultMaxBatch rows; slow ones keep no more rows claimed than they get through in about this
-// long. Both forms size their claims with sized.
+// one, up to the ceiling (DefaultMaxBatch); one that took more than four times as long halves
+// it, down to the base size (10 per worker, at most maxBaseBatch). Fast handlers then share one
+// claim's transaction among up to DefaultMaxBatch rows; slow ones keep no more rows claimed than
+// they get through in about this long. Both forms size their claims with sized.
 const batchCycle = 100 * time.Millisecond
 
-// sized is the automatic claim size after a claim of size cur (at least base) that came back
-// full or not and took took.
-func sized(cur, base int32, full bool, took time.Duration) int32 {
+// maxBaseBatch caps the base claim size (10 rows per worker) when no BatchSize is given.
+const maxBaseBatch = 100
+
+// sized is the automatic claim size after a claim of size cur (at least base, at most ceiling)
+// that came back full or not and took took.
+func sized(cur, base, ceiling int32, full bool, took time.Duration) int32 {
 	switch {
 	case full && took < batchCycle:
-		return min(cur*2, DefaultMaxBatch)
+		return min(cur*2, ceiling)
 	case took > 4*batchCycle:
 		return max(cur/2, base)
 	}
@@ -183,5 +186,5 @@ func (l *lease) adapt(got, limit int, now time.Time) {
 		l.size.Store(max(size/2, base))
 		return
 	}
-	l.size.Store(sized(size, base, got == limit, cycle))
+	l.size.Store(sized(size, base, int32(rt.cfg.batchMax), got == limit, cycle))
 }

@@ -12,11 +12,11 @@ import (
 
 // TestLeaseClaimSizeAdapts: without BatchSize the lease form's claims start at the base size,
 // double while they come back full and are got through in under batchCycle, up to
-// DefaultMaxBatch, and halve, down to the base, when they come back less than half full or
+// DefaultMaxBatch (or a lower FlushLimits maximum), and halve, down to the base, when they come back less than half full or
 // take over four cycles. A BatchSize, or a rescue claim, leaves the size alone.
 func TestLeaseClaimSizeAdapts(t *testing.T) {
 	newL := func(auto bool) *lease {
-		l := &lease{rt: &runtime{cfg: config{batch: 10, batchAuto: auto}}}
+		l := &lease{rt: &runtime{cfg: config{batch: 10, batchAuto: auto, batchMax: DefaultMaxBatch}}}
 		l.size.Store(10)
 		return l
 	}
@@ -30,26 +30,35 @@ func TestLeaseClaimSizeAdapts(t *testing.T) {
 	step(l, 10, time.Second) // the first claim: no cycle to judge yet
 	l.size.Store(10)
 	var sizes []int
-	for range 5 {
+	for range 7 {
 		sizes = append(sizes, step(l, int(l.size.Load()), 5*time.Millisecond))
 	}
-	if want := []int{20, 40, 80, 100, 100}; !slices.Equal(sizes, want) {
+	if want := []int{20, 40, 80, 160, 320, 500, 500}; !slices.Equal(sizes, want) {
 		t.Errorf("full, fast claims: sizes %v; want %v", sizes, want)
 	}
-	if got := step(l, 100, 150*time.Millisecond); got != 100 {
-		t.Errorf("a full claim got through in 150 ms: size %d; want it kept at 100", got)
+	if got := step(l, 500, 150*time.Millisecond); got != 500 {
+		t.Errorf("a full claim got through in 150 ms: size %d; want it kept at 500", got)
 	}
-	if got := step(l, 100, time.Second); got != 50 {
-		t.Errorf("a full claim that took 1 s: size %d; want 50", got)
+	if got := step(l, 500, time.Second); got != 250 {
+		t.Errorf("a full claim that took 1 s: size %d; want 250", got)
 	}
-	if got := step(l, 10, time.Millisecond); got != 25 {
-		t.Errorf("a claim 10 of 50 full: size %d; want 25", got)
+	if got := step(l, 100, time.Millisecond); got != 125 {
+		t.Errorf("a claim 100 of 250 full: size %d; want 125", got)
 	}
-	for range 4 {
+	for range 5 {
 		step(l, 0, time.Millisecond)
 	}
 	if got := int(l.size.Load()); got != 10 {
 		t.Errorf("empty claims: size %d; want the base, 10", got)
+	}
+
+	low := newL(true)
+	low.rt.cfg.batchMax = 50 // FlushLimits(50, …): a claim's settlements fit one flush
+	for range 4 {
+		step(low, int(low.size.Load()), time.Millisecond)
+	}
+	if got := int(low.size.Load()); got != 50 {
+		t.Errorf("full, fast claims under a ceiling of 50: size %d; want 50", got)
 	}
 
 	fixed := newL(false)
@@ -76,7 +85,7 @@ func TestLeaseClaimSizeAdapts(t *testing.T) {
 func TestRowLockClaimSizeAdapts(t *testing.T) {
 	vc := clock.NewVirtual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	newR := func(auto bool) *rowLock {
-		r := &rowLock{rt: &runtime{cfg: config{batch: 10, batchAuto: auto}, clock: vc}}
+		r := &rowLock{rt: &runtime{cfg: config{batch: 10, batchAuto: auto, batchMax: DefaultMaxBatch}, clock: vc}}
 		r.size.Store(1)
 		return r
 	}
@@ -94,23 +103,23 @@ func TestRowLockClaimSizeAdapts(t *testing.T) {
 	}
 	r := newR(true)
 	var sizes []int
-	for range 9 {
+	for range 11 {
 		sizes = append(sizes, claim(r, int(r.size.Load()), time.Millisecond, nil))
 	}
-	if want := []int{2, 4, 8, 10, 20, 40, 80, 100, 100}; !slices.Equal(sizes, want) {
+	if want := []int{2, 4, 8, 10, 20, 40, 80, 160, 320, 500, 500}; !slices.Equal(sizes, want) {
 		t.Errorf("full, fast claims: sizes %v; want %v", sizes, want)
 	}
-	if got := claim(r, 100, 200*time.Millisecond, nil); got != 100 {
-		t.Errorf("a claim finished in 200 ms: size %d; want it kept at 100", got)
+	if got := claim(r, 500, 200*time.Millisecond, nil); got != 500 {
+		t.Errorf("a claim finished in 200 ms: size %d; want it kept at 500", got)
 	}
-	if got := claim(r, 100, time.Second, nil); got != 50 {
-		t.Errorf("a claim finished in 1 s: size %d; want 50", got)
+	if got := claim(r, 500, time.Second, nil); got != 250 {
+		t.Errorf("a claim finished in 1 s: size %d; want 250", got)
 	}
-	if got := claim(r, 30, time.Millisecond, nil); got != 50 {
-		t.Errorf("a short claim finished fast: size %d; want it kept at 50", got)
+	if got := claim(r, 30, time.Millisecond, nil); got != 250 {
+		t.Errorf("a short claim finished fast: size %d; want it kept at 250", got)
 	}
-	if got := claim(r, 50, time.Millisecond, errors.New("rolled back")); got != 25 {
-		t.Errorf("a claim that rolled back: size %d; want 25", got)
+	if got := claim(r, 250, time.Millisecond, errors.New("rolled back")); got != 125 {
+		t.Errorf("a claim that rolled back: size %d; want 125", got)
 	}
 
 	fixed := newR(false)

@@ -27,9 +27,10 @@ const (
 	// holds locked (lease form: at most a quarter of the lease).
 	DefaultLockTimeout = 5 * time.Second
 	// DefaultMaxBatch is the largest claim the lease and row-lock forms make when no BatchSize
-	// is given: claims start at 10 rows per worker and grow while the workers get through them
-	// fast.
-	DefaultMaxBatch = 100
+	// is given: claims start at 10 rows per worker (at most 100) and grow while the workers get
+	// through them fast. It equals DefaultMaxFlush, so that a claim's settlements fit one grouped
+	// statement; a smaller FlushLimits lowers it to that limit.
+	DefaultMaxBatch = 500
 	// DefaultStatementTimeout bounds every statement the engine runs in the background.
 	DefaultStatementTimeout = 30 * time.Second
 )
@@ -42,6 +43,7 @@ type config struct {
 	lease         time.Duration
 	batch         int
 	batchAuto     bool // no BatchSize: the lease and row-lock forms size their claims (adapt)
+	batchMax      int  // with batchAuto: the largest automatic claim
 	poll          time.Duration
 	perMessage    bool
 	maxFlush      int
@@ -110,7 +112,7 @@ func LeaseFor(d time.Duration) core.Option {
 // leases extended, and in the row-lock form all of them settle with one commit. By default a
 // claim takes 10 rows per worker, at most 100; in the lease and row-lock forms that is the base
 // from which claims grow: they double while they come back full and the workers get through
-// each in under 100 ms, up to DefaultMaxBatch, and halve back towards the base when they take
+// each in under 100 ms, up to DefaultMaxBatch (or the FlushLimits maximum, when smaller), and halve back towards the base when they take
 // over 400 ms (the lease form also when they come back less than half full), so fast handlers
 // share a claim's transaction among many rows and slow ones hold few. A BatchSize fixes the
 // size. (The row-lock form always starts a process at one row and doubles from there, so that

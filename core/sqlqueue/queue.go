@@ -144,8 +144,11 @@ type runtime struct {
 func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
 	cfg := configOf(sub.Options)
 	if cfg.batch == 0 {
-		cfg.batch = min(10*max(sub.Options.Workers, 1), DefaultMaxBatch)
+		cfg.batch = min(10*max(sub.Options.Workers, 1), maxBaseBatch)
 		cfg.batchAuto = q.form != FormAdvisory
+		// A claim's settlements fit one grouped flush: a larger claim would have the settler
+		// flush part of it on its own, racing the claim cycle that settles the rest.
+		cfg.batchMax = max(cfg.batch, min(DefaultMaxBatch, cfg.maxFlush))
 	}
 	if cfg.perMessage && q.form == FormRowLock {
 		cfg.batch = 1

@@ -228,7 +228,7 @@ func (r *rowLock) adapt(b *rlBatch, err error) {
 		next := max(cur/2, 1)
 		switch {
 		case clean && rt.cfg.batchAuto && cur >= base:
-			next = sized(cur, base, b.full, took)
+			next = sized(cur, base, int32(rt.cfg.batchMax), b.full, took)
 		case clean:
 			next = min(cur*2, base)
 		}
