@@ -46,12 +46,15 @@ type acker struct {
 	s       *session
 	mu      sync.Mutex
 	base    uint64  // lowest tag not yet finalized
-	window  []uint8 // state of tags base, base+1, …, up to the last handed out
+	window  []uint8 // state of tags base, base+1, …, up to the highest settled (mark)
 	pending []pendingAck
-	dead    bool // set together with reporting every batched acknowledgement
-	timer   *time.Timer
-	armed   bool
-	waited  bool // the batch outlived one interval waiting above a gap
+	// spare is a reported batch's slice, cleared, for the next flush to report into: a flush
+	// every few milliseconds would otherwise allocate a window's worth of pendingAcks each time.
+	spare  []pendingAck
+	dead   bool // set together with reporting every batched acknowledgement
+	timer  *time.Timer
+	armed  bool
+	waited bool // the batch outlived one interval waiting above a gap
 }
 
 func (a *acker) init(s *session) {
@@ -59,13 +62,17 @@ func (a *acker) init(s *session) {
 	a.base = 1
 }
 
-// handOut enters tag into the window as handed out.
-func (a *acker) handOut(tag uint64) {
-	a.mu.Lock()
+// mark sets the state of tag, a delivery of this session being settled. The window reaches up
+// to the highest tag settled: the tags between it and the last one entered are open (handed
+// out or still on their way, not settled), so they enter it as open. Entering tags as they are
+// settled, not as they arrive, spares each delivery a turn of the lock on its way to the
+// handler; the window holds the same states up to the highest settled tag, and no flush looks
+// past it.
+func (a *acker) mark(tag uint64, state uint8) {
 	for uint64(len(a.window)) <= tag-a.base {
 		a.window = append(a.window, tagOpen)
 	}
-	a.mu.Unlock()
+	a.window[tag-a.base] = state
 }
 
 // ack batches the acknowledgement of tag; settled is called once it is sent (or has failed).
@@ -76,7 +83,7 @@ func (a *acker) ack(tag uint64, d core.Delivery, v core.Verdict, settled core.Se
 		settled(d, v, ErrChannelGone)
 		return
 	}
-	a.window[tag-a.base] = tagAcking
+	a.mark(tag, tagAcking)
 	a.pending = append(a.pending, pendingAck{d: d, v: v, settled: settled})
 	if len(a.pending) < a.s.flushAt() {
 		if !a.armed {
@@ -118,7 +125,7 @@ func (a *acker) reject(tag uint64, requeue bool, d core.Delivery, v core.Verdict
 	if requeue && err != nil {
 		a.s.c.returned.take(raw.MessageId) // it comes back with its closed channel: a crash's return
 	}
-	a.window[tag-a.base] = tagDone
+	a.mark(tag, tagDone)
 	var lost []pendingAck
 	if err != nil {
 		// The channel is closed: what is batched on it will not go out either.
@@ -209,7 +216,8 @@ func (a *acker) flushLocked(all bool) ([]pendingAck, error) {
 	}
 	// Report what went out; with the channel gone, also what did not (it comes back by
 	// itself); keep the rest batched.
-	var done []pendingAck
+	done := a.spare[:0] // taken: report gives it back once its settlements are told
+	a.spare = nil
 	keep := a.pending[:0]
 	for _, p := range a.pending {
 		switch {
@@ -225,6 +233,9 @@ func (a *acker) flushLocked(all bool) ([]pendingAck, error) {
 	}
 	clear(a.pending[len(keep):])
 	a.pending = keep
+	if len(done) == 0 {
+		a.spare, done = done, nil
+	}
 	if len(keep) == 0 {
 		a.waited = false
 		if a.armed {
@@ -242,10 +253,21 @@ func (a *acker) sent(d core.Delivery) bool {
 	return tag < a.base || a.window[tag-a.base] == tagDone
 }
 
+// report tells each settlement of done, then keeps done's array as the acker's spare: done
+// is always a slice no one else holds (a flush's, or a pending batch the acker let go of).
 func (a *acker) report(done []pendingAck) {
+	if cap(done) == 0 {
+		return
+	}
 	for _, p := range done {
 		p.settled(p.d, p.v, p.err)
 	}
+	clear(done) // no delivery stays reachable from the spare
+	a.mu.Lock()
+	if a.spare == nil {
+		a.spare = done[:0]
+	}
+	a.mu.Unlock()
 }
 
 // die marks the session's channel closed: batched acknowledgements fail with ErrChannelGone

@@ -297,13 +297,13 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 			_ = s.ch.Close()
 			continue
 		}
-		s.held.push(c.arrived(s, m))
+		s.held.push(c.arrived(s, &m))
 	}
 }
 
 // arrived wraps a delivery as it is received; a clean one that arrives while the window is
-// one delivery wide opens the full window.
-func (c *consumer) arrived(s *session, m amqp091.Delivery) core.Delivery {
+// one delivery wide opens the full window. m is read, not kept (the delivery copies it).
+func (c *consumer) arrived(s *session, m *amqp091.Delivery) core.Delivery {
 	d := c.wrap(s, m)
 	if s.next == nil && !base(d).suspect {
 		// This clean delivery is the consumer's whole window, unacknowledged: the moment
@@ -335,7 +335,7 @@ func (c *consumer) collect(s *session) {
 				}
 				return
 			}
-			s.held.push(c.arrived(s, m))
+			s.held.push(c.arrived(s, &m))
 		default:
 			return
 		}
@@ -367,8 +367,7 @@ func (c *consumer) recover(ctx context.Context) error {
 	}
 }
 
-func (c *consumer) wrap(s *session, m amqp091.Delivery) core.Delivery {
-	s.acks.handOut(m.DeliveryTag)
+func (c *consumer) wrap(s *session, m *amqp091.Delivery) core.Delivery {
 	n, err := retryCount(m.Headers)
 	if err != nil {
 		if errors.Is(err, core.ErrCountClamped) {
@@ -392,7 +391,7 @@ func (c *consumer) wrap(s *session, m amqp091.Delivery) core.Delivery {
 			own, ok := c.returned.take(m.MessageId)
 			suspect = !ok || dc > own
 		}
-		return &QuorumDelivery{Delivery: Delivery{s: s, raw: m, attempt: attemptOf(n, dc), suspect: suspect}, count: dc}
+		return &QuorumDelivery{Delivery: Delivery{s: s, raw: *m, attempt: attemptOf(n, dc), suspect: suspect}, count: dc}
 	}
 	returns := 0
 	if m.Redelivered {
@@ -403,7 +402,7 @@ func (c *consumer) wrap(s *session, m amqp091.Delivery) core.Delivery {
 		_, own := c.returned.take(m.MessageId)
 		suspect = !own
 	}
-	return &Delivery{s: s, raw: m, attempt: attemptOf(n, returns), suspect: suspect}
+	return &Delivery{s: s, raw: *m, attempt: attemptOf(n, returns), suspect: suspect}
 }
 
 // Close sends the acknowledgements still batched, cancels the consumer and closes its channel:
