@@ -153,7 +153,10 @@ func TestRowLockClaimShrinks(t *testing.T) {
 	select {
 	case <-others:
 	case <-time.After(10 * time.Second):
-		t.Fatalf("the rows around the poison row did not settle; claims: %v", db.claims)
+		db.mu.Lock()
+		claims := slices.Clone(db.claims)
+		db.mu.Unlock()
+		t.Fatalf("the rows around the poison row did not settle; claims: %v", claims)
 	}
 	cancel()
 	if err := <-ran; err != nil {
