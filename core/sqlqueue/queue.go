@@ -151,7 +151,8 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 		cfg.batchMax = max(cfg.batch, min(DefaultMaxBatch, cfg.maxFlush))
 	}
 	if cfg.perMessage && q.form == FormRowLock {
-		cfg.batch = 1
+		cfg.batch = 1 // one row per claim's transaction, as PerMessage says: the size never grows
+		cfg.batchAuto = false
 	}
 	if q.form == FormLease {
 		cfg.linger = min(cfg.linger, cfg.lease/4) // a flush always starts well before a lease runs out

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,5 +180,56 @@ func TestRowLockClaimShrinks(t *testing.T) {
 	}
 	if got := db.claims[0]; len(got) != 1 {
 		t.Errorf("the first claim took %v; want one row (claims start small)", got)
+	}
+}
+
+// TestRowLockPerMessageClaimsOneRow: with PerMessage the row-lock form claims one row per
+// transaction, however fast the handlers are; the automatic claim size does not grow it.
+func TestRowLockPerMessageClaimsOneRow(t *testing.T) {
+	db := &lockDB{locked: map[int64]*lockTx{}, poison: -1}
+	const n = 40
+	for id := range int64(n) {
+		db.rows = append(db.rows, id+1)
+	}
+	ep, err := NewRowLock(lockDialect{}, db, Table{Name: "jobs"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var settled atomic.Int64
+	all := make(chan struct{})
+	app := core.New(core.WithoutSignals(), core.WithLogger(discardLogger()),
+		core.WithObserver(func(s core.Settlement) {
+			if s.Err != nil {
+				t.Errorf("settlement of %s: %v", s.Delivery.ID(), s.Err)
+			}
+			if settled.Add(1) == n {
+				close(all)
+			}
+		}))
+	if err := core.Subscribe(app, ep, func(ctx context.Context, m *core.Message[[]byte]) error { return nil },
+		core.WithCodec(core.Raw), PerMessage()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- app.Run(ctx) }()
+	select {
+	case <-all:
+	case <-time.After(10 * time.Second):
+		t.Errorf("%d of %d rows settled", settled.Load(), n)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, c := range db.claims {
+		if len(c) > 1 {
+			t.Fatalf("a claim took %d rows with PerMessage: %v", len(c), c)
+		}
+	}
+	if len(db.rows) != 0 {
+		t.Errorf("rows left: %v", db.rows)
 	}
 }
