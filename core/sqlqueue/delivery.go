@@ -206,7 +206,7 @@ func newDeliveries(rt *runtime, rows []Claimed) []delivery {
 		return ds
 	}
 	var num [20]byte
-	var endBuf [256]int32
+	var endBuf [DefaultMaxBatch]int32 // an automatic claim's ends stay on the stack
 	ends := endBuf[:0]
 	width := max(len(strconv.AppendInt(num[:0], rows[0].ID, 10)), len(strconv.AppendInt(num[:0], rows[len(rows)-1].ID, 10)))
 	var sb strings.Builder

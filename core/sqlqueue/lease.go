@@ -84,7 +84,7 @@ type item struct {
 	d       *delivery
 	v       core.Verdict
 	settled core.Settled
-	err     error // row lock: this delivery's own statement failed (the claim still commits)
+	err     error // row lock: this delivery's own statement failed (the claim still commits); lease: how report found it settled
 }
 
 func newLease(rt *runtime) *lease {

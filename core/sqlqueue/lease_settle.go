@@ -283,39 +283,29 @@ func (l *lease) flushFree(ctx context.Context, items []item) bool {
 }
 
 // report tells core how items were settled: err for all, or per item lost (nil lost: none) or
-// done. Each item is recorded as done records it, then all are forgotten under one hold of
-// l.mu, then reported.
+// done. Each item is recorded as done records it (its outcome kept in its err), then all are
+// forgotten under one hold of l.mu, then reported.
 func (l *lease) report(items []item, lost []bool, err error) {
-	var errs []error // per item; nil while none failed
-	for i, it := range items {
-		e := err
-		if e == nil && lost != nil && lost[i] {
-			e = l.lost(it.d)
+	for i := range items {
+		it := &items[i]
+		it.err = err
+		if err == nil && lost != nil && lost[i] {
+			it.err = l.lost(it.d)
 		}
-		if e == nil {
+		if it.err == nil {
 			l.rt.wakeAfter(it.v)
-		} else {
-			if errs == nil {
-				errs = make([]error, len(items))
-			}
-			errs[i] = e
 		}
-		l.record(it.d, it.v, e)
+		l.record(it.d, it.v, it.err)
 	}
 	l.mu.Lock()
 	for _, it := range items {
 		l.forgetLocked(it.d)
 	}
 	l.mu.Unlock()
-	for i, it := range items {
-		if it.settled == nil {
-			continue
+	for _, it := range items {
+		if it.settled != nil {
+			it.settled(it.d, it.v, it.err)
 		}
-		var e error
-		if errs != nil {
-			e = errs[i]
-		}
-		it.settled(it.d, it.v, e)
 	}
 	// Fewer outstanding: what is queued may now be all there is, which flushes at once when no
 	// claim cycle is coming.
