@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -71,14 +70,8 @@ func BenchmarkMariaDBTrace(b *testing.B) {
 type myProxy struct {
 	ln       net.Listener
 	upstream string
-	mu       sync.Mutex
-	stats    map[string]*myCmdStat
+	stats    tally
 	conns    sync.WaitGroup
-}
-
-type myCmdStat struct {
-	n    int
-	took time.Duration
 }
 
 func newMyProxy(upstream string) (*myProxy, error) {
@@ -86,7 +79,7 @@ func newMyProxy(upstream string) (*myProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &myProxy{ln: ln, upstream: upstream, stats: map[string]*myCmdStat{}}
+	p := &myProxy{ln: ln, upstream: upstream}
 	go p.serve()
 	return p, nil
 }
@@ -95,11 +88,7 @@ func (p *myProxy) addr() string { return p.ln.Addr().String() }
 
 func (p *myProxy) close() { _ = p.ln.Close() }
 
-func (p *myProxy) reset() {
-	p.mu.Lock()
-	p.stats = map[string]*myCmdStat{}
-	p.mu.Unlock()
-}
+func (p *myProxy) reset() { p.stats.reset() }
 
 func (p *myProxy) serve() {
 	for {
@@ -206,42 +195,25 @@ func myCommand(body []byte) string {
 	return fmt.Sprintf("command 0x%02x", body[0])
 }
 
-func (p *myProxy) add(cmd string, took time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st := p.stats[cmd]
-	if st == nil {
-		st = &myCmdStat{}
-		p.stats[cmd] = st
-	}
-	st.n++
-	st.took += took
-}
+func (p *myProxy) add(cmd string, took time.Duration) { p.stats.add(cmd, took) }
 
 // report prints the commands of one drain of n rows: round trips in all and per claim (the
 // claims counted as the commands that read ready rows), and the time in and outside them.
 func (p *myProxy) report(name string, n int, taken, wall time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var keys []string
-	var total time.Duration
+	stats, total := p.stats.sorted(func(a, b tallyStat) bool { return a.n > b.n })
 	trips, claims := 0, 0
-	for k, st := range p.stats {
-		keys = append(keys, k)
-		total += st.took
+	for _, st := range stats {
 		trips += st.n
-		if strings.Contains(k, "FOR UPDATE SKIP LOCKED") && strings.Contains(k, "LIMIT") && !strings.Contains(k, "LIMIT 1 ") {
+		if strings.Contains(st.key, "FOR UPDATE SKIP LOCKED") && strings.Contains(st.key, "LIMIT") && !strings.Contains(st.key, "LIMIT 1 ") {
 			claims += st.n
 		}
 	}
-	sort.Slice(keys, func(i, j int) bool { return p.stats[keys[i]].n > p.stats[keys[j]].n })
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\ntrace %s: %d rows in %v (%.0f msgs/s); %d round trips, %d claims, %.2f round trips a claim; in round trips %v (%.1f µs/row), outside %.1f µs/row\n",
 		name, n, taken.Round(time.Millisecond), float64(n)/taken.Seconds(), trips, claims, float64(trips)/float64(max(claims, 1)),
 		total.Round(time.Millisecond), float64(total.Microseconds())/float64(n), float64((wall-total).Microseconds())/float64(n))
-	for _, k := range keys {
-		st := p.stats[k]
-		fmt.Fprintf(&sb, "  %7d × %8.1f µs  %s\n", st.n, float64(st.took.Microseconds())/float64(st.n), short(k, 160))
+	for _, st := range stats {
+		fmt.Fprintf(&sb, "  %7d × %8.1f µs  %s\n", st.n, float64(st.took.Microseconds())/float64(st.n), short(st.key, 160))
 	}
 	fmt.Print(sb.String())
 }

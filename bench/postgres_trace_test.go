@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,14 +15,7 @@ import (
 // and a raw loop can be compared statement by statement: what is not in a statement is the
 // client's own time between them.
 type pgTrace struct {
-	mu    sync.Mutex
-	start time.Time
-	stmts map[string]*pgTraceStat
-}
-
-type pgTraceStat struct {
-	n    int
-	took time.Duration
+	stmts tally
 }
 
 type pgTraceKey struct{}
@@ -38,7 +29,7 @@ func newPGTrace() *pgTrace {
 	if os.Getenv("SETTLE_BENCH_PG_TRACE") == "" {
 		return nil
 	}
-	return &pgTrace{start: time.Now(), stmts: map[string]*pgTraceStat{}}
+	return &pgTrace{}
 }
 
 func (t *pgTrace) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
@@ -77,37 +68,18 @@ func (t *pgTrace) end(ctx context.Context) {
 	if !ok {
 		return
 	}
-	took := time.Since(s.at)
-	sql := short(s.sql, 100)
-	t.mu.Lock()
-	st := t.stmts[sql]
-	if st == nil {
-		st = &pgTraceStat{}
-		t.stmts[sql] = st
-	}
-	st.n++
-	st.took += took
-	t.mu.Unlock()
+	t.stmts.add(short(s.sql, 100), time.Since(s.at))
 }
 
 // report prints the statements of one drain of n rows that took wall.
 func (t *pgTrace) report(name string, n int, wall time.Duration) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var keys []string
-	var total time.Duration
-	for k, st := range t.stmts {
-		keys = append(keys, k)
-		total += st.took
-	}
-	sort.Slice(keys, func(i, j int) bool { return t.stmts[keys[i]].took > t.stmts[keys[j]].took })
+	stats, total := t.stmts.sorted(func(a, b tallyStat) bool { return a.took > b.took })
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "trace %s: %d rows in %v; in statements %v (%.1f µs/row), outside %.1f µs/row\n",
 		name, n, wall.Round(time.Millisecond), total.Round(time.Millisecond),
 		float64(total.Microseconds())/float64(n), float64((wall-total).Microseconds())/float64(n))
-	for _, k := range keys {
-		st := t.stmts[k]
-		fmt.Fprintf(&sb, "  %7d × %7.1f µs  %s\n", st.n, float64(st.took.Microseconds())/float64(st.n), k)
+	for _, st := range stats {
+		fmt.Fprintf(&sb, "  %7d × %7.1f µs  %s\n", st.n, float64(st.took.Microseconds())/float64(st.n), st.key)
 	}
 	fmt.Print(sb.String())
 }
