@@ -26,8 +26,10 @@
 //   - RowLock: the claim transaction holds the rows (FOR UPDATE SKIP LOCKED) until they are
 //     settled, and its commit is the settlement. Outside transactional mode a claim costs two
 //     round trips: its BEGIN travels with the claim's SELECT, and its grouped settlement (one
-//     DELETE or UPDATE … = ANY($1), its row count checked on the server) with its COMMIT, each
-//     as one pgx batch on the claim's connection. A crashed process's rows come back at once
+//     DELETE or UPDATE … = ANY($1)) with its COMMIT, each as one pgx batch on the claim's
+//     connection. The claim's lock holds every row the settlement names, so it changes each
+//     one and its row count is not checked; a service's own claim (sqlqueue.EventClaim), which
+//     need not lock its rows, keeps the check on the server. A crashed process's rows come back at once
 //     (those of a claim that counted its attempts marked in locked_until, and taken again one
 //     at a time, alone); each claimed batch keeps one connection busy while its handlers run.
 //   - Advisory: pg_try_advisory_lock on a key per row (sqlqueue.AdvisoryKey; by default the id,

@@ -176,7 +176,7 @@ func UpdateReturningClaim(s *Schema, lockSuffix string) Claim {
 // custom dialect that needs only a SELECT.
 func SelectClaim(s *Schema, lockSuffix string) Claim {
 	sql, b := selectReady(s, FormRowLock, lockSuffix)
-	return &stmtClaim{sql: sql, b: b}
+	return &stmtClaim{sql: sql, b: b, locks: lockSuffix != ""}
 }
 
 // selectReady renders the select of up to Limit ready rows of form f, oldest first, reporting
@@ -209,7 +209,10 @@ type stmtClaim struct {
 	sql      string
 	b        *binder
 	sortByID bool
-	argPool  sync.Pool
+	// locks: a row-lock claim whose every row is locked by the claim's transaction until it
+	// ends (SelectClaim with a lock suffix), so no other session can change or delete it.
+	locks   bool
+	argPool sync.Pool
 }
 
 func (c *stmtClaim) Claim(ctx context.Context, tx Queryer, p ClaimParams, dst []Claimed) ([]Claimed, error) {

@@ -26,6 +26,7 @@ type rowLock struct {
 	byIDsSQL byCount           // … once per number of ids
 	byArray  string            // or spells it with the ids as one array (GroupedRowLockArray)
 	claimBuf []Claimed
+	ownLock  bool          // the claim is the engine's own, and locks its rows (rlBatch.locked)
 	ready    chan struct{} // a batch may hand out its next row (transactional mode)
 	out      outage        // while the database does not answer
 
@@ -60,11 +61,17 @@ type rlBatch struct {
 	untake  []any     // counted rows given back unhanded: their count and mark are taken back
 	at      time.Time // when it was claimed
 	full    bool      // it took as many rows as it asked for
+	// locked: the engine's own locking claim took the rows (not a custom EventClaim, not a
+	// counted relock), so the claim's transaction holds every one of them until it ends.
+	locked bool
 }
 
 func newRowLock(rt *runtime) *rowLock {
 	g, ok := rt.d.(GroupedRowLock)
 	r := &rowLock{rt: rt, group: ok && g.GroupRowLockSettlements(), ready: make(chan struct{}, 1)}
+	if sc, ok := rt.claim.(*stmtClaim); ok {
+		r.ownLock = sc.locks
+	}
 	if gs, ok := rt.d.(GroupedRowLockSQL); ok && r.group {
 		r.byIDs = gs
 	} else if ga, ok := rt.d.(GroupedRowLockArray); ok && r.group {
@@ -291,7 +298,15 @@ func (r *rowLock) settleGrouped(ctx context.Context, b *rlBatch, commit bool) (e
 		part := ids[i:min(i+rt.cfg.maxFlush, len(ids))]
 		sql, args := r.groupedStatement(part)
 		if commit && pipelined && i+len(part) == len(ids) {
-			if err := pt.CommitWith(ctx, Step{SQL: sql, Args: args, Want: int64(len(part))}); err != nil {
+			// The statement's row count is checked on the server, before the COMMIT, unless
+			// the claim's own lock holds every row it names: no other session can have
+			// changed or deleted them, so it changes each one, and the check (a CTE over
+			// RETURNING, about a fifth of the DELETE's time on PostgreSQL) proves nothing.
+			want := int64(len(part))
+			if b.locked {
+				want = 0
+			}
+			if err := pt.CommitWith(ctx, Step{SQL: sql, Args: args, Want: want}); err != nil {
 				return true, fmt.Errorf("sqlqueue: queue %q on table %s: settling %d claimed rows: %w", rt.q.name, rt.table, len(part), err)
 			}
 			return true, nil
