@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/settlehq/settle/core/sqlqueue"
 )
@@ -199,11 +201,68 @@ func (c *pgConn) Unwrap() any { return c.c }
 type pgRows struct {
 	rows   pgx.Rows
 	closed closedFunc
+	// A sqlqueue.TimeDest reading a timestamp or timestamptz column is scanned through a
+	// pgTime of times, in a copy of the destinations (dest), both kept from row to row.
+	times []pgTime
+	dest  []any
 }
 
-func (r *pgRows) Next() bool             { return r.rows.Next() }
-func (r *pgRows) Scan(dest ...any) error { return edgeErr(r.rows.Scan(dest...), r.closed) }
-func (r *pgRows) Err() error             { return edgeErr(r.rows.Err(), r.closed) }
+func (r *pgRows) Next() bool { return r.rows.Next() }
+
+func (r *pgRows) Scan(dest ...any) error {
+	swapped := false
+	for i, d := range dest {
+		td, ok := d.(sqlqueue.TimeDest)
+		if !ok || !r.timestampAt(i) {
+			continue
+		}
+		if !swapped {
+			r.dest = append(r.dest[:0], dest...)
+			if len(r.times) < len(dest) {
+				r.times = make([]pgTime, len(dest))
+			}
+			swapped = true
+		}
+		r.times[i].dst = td
+		r.dest[i] = &r.times[i]
+	}
+	if swapped {
+		dest = r.dest
+	}
+	return edgeErr(r.rows.Scan(dest...), r.closed)
+}
+
+// timestampAt reports whether column i is a timestamp or timestamptz.
+func (r *pgRows) timestampAt(i int) bool {
+	fds := r.rows.FieldDescriptions()
+	return i < len(fds) && (fds[i].DataTypeOID == pgtype.TimestamptzOID || fds[i].DataTypeOID == pgtype.TimestampOID)
+}
+
+// pgTime hands a timestamp pgx decoded to a sqlqueue.TimeDest, where a database/sql Scanner
+// would take it boxed in an interface (one allocation a row).
+type pgTime struct{ dst sqlqueue.TimeDest }
+
+func (t *pgTime) ScanTimestamptz(v pgtype.Timestamptz) error {
+	return t.set(v.Time, v.Valid, v.InfinityModifier)
+}
+
+func (t *pgTime) ScanTimestamp(v pgtype.Timestamp) error {
+	return t.set(v.Time, v.Valid, v.InfinityModifier)
+}
+
+func (t *pgTime) set(v time.Time, valid bool, inf pgtype.InfinityModifier) error {
+	switch {
+	case !valid:
+		t.dst.SetTime(time.Time{})
+	case inf != pgtype.Finite:
+		return t.dst.Scan(inf.String()) // as pgx hands it to a Scanner: "infinity", "-infinity"
+	default:
+		t.dst.SetTime(v)
+	}
+	return nil
+}
+
+func (r *pgRows) Err() error { return edgeErr(r.rows.Err(), r.closed) }
 
 func (r *pgRows) Close() error {
 	r.rows.Close()

@@ -2,6 +2,7 @@ package sqlqueue
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -46,6 +47,17 @@ type Rows interface {
 	Scan(dest ...any) error
 	Err() error
 	Close() error
+}
+
+// TimeDest is the destination the engine passes to Rows.Scan for a timestamp it reads back from
+// claimed rows (created_at). It is a database/sql Scanner of a time.Time, text or NULL; a Rows
+// whose driver decodes the column's timestamp itself may call SetTime instead, and spare the
+// value its trip through an interface (dialect-postgres does, for timestamp and timestamptz
+// columns).
+type TimeDest interface {
+	sql.Scanner
+	// SetTime stores t (in UTC, as Scan stores a time.Time); the zero time stands for NULL.
+	SetTime(t time.Time)
 }
 
 // Transaction is a database transaction.

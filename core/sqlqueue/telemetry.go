@@ -27,6 +27,11 @@ func (t *timeScanner) Scan(src any) error {
 	return nil
 }
 
+// SetTime stores v in UTC, as Scan does (TimeDest).
+func (t *timeScanner) SetTime(v time.Time) { *t = timeScanner(v.UTC()) }
+
+var _ TimeDest = (*timeScanner)(nil)
+
 // EnqueuedAt is the row's created_at (core.Enqueued): a retried row keeps it. A table without
 // the column reports false.
 func (d *delivery) EnqueuedAt() (time.Time, bool) { return d.createdAt, !d.createdAt.IsZero() }
