@@ -137,8 +137,8 @@ func runMyRound(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.C
 }
 
 // myFreshDB creates a database of its own with the standard table holding n rows, and opens a
-// pool on it with room for conns connections (through addr, when not empty, instead of the
-// server's address); drop closes the pool and drops the database.
+// pool on it with room for conns connections, all opened (through addr, when not empty, instead
+// of the server's address); drop closes the pool and drops the database.
 func myFreshDB(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.Config, addr string, conns, n int) (*mysql.DB, func()) {
 	var rnd [4]byte
 	_, _ = rand.Read(rnd[:])
@@ -167,6 +167,25 @@ func myFreshDB(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.Co
 	if err := mySeed(ctx, db.Pool(), n); err != nil {
 		drop()
 		b.Fatal(err)
+	}
+	// Every connection the pool may open is open before the drain's clock starts, so that no
+	// contender is charged for opening more of them than another.
+	held := make([]*sql.Conn, 0, conns+2)
+	defer func() {
+		for _, c := range held {
+			_ = c.Close()
+		}
+	}()
+	for range conns + 2 {
+		c, err := db.Pool().Conn(ctx)
+		if err == nil {
+			err = c.PingContext(ctx)
+		}
+		if err != nil {
+			drop()
+			b.Fatal(err)
+		}
+		held = append(held, c)
 	}
 	return db, drop
 }
