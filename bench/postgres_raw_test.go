@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -168,6 +169,63 @@ func rawRowLock(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (in
 		}
 		_, err := tx.Exec(ctx, del, ids)
 		return err
+	})
+}
+
+// rawRowLockPipelined is the row-lock form as the engine runs it on PostgreSQL outside
+// transactional mode: the claim's BEGIN sent with its SELECT (created_at too) as one pgx batch
+// on the claim's connection, and its DELETE … = ANY($1) with its COMMIT as another: two round
+// trips a claim, the statements settle sends.
+func rawRowLockPipelined(ctx context.Context, pool *pgxpool.Pool, s string, w, b int) (int64, error) {
+	claim := fmt.Sprintf(`SELECT id, payload, attempt + 1, headers, created_at FROM %s.q
+WHERE (retry_after IS NULL OR retry_after <= $1) AND locked_until IS NULL ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`, s)
+	del := fmt.Sprintf(`DELETE FROM %s.q WHERE id = ANY($1)`, s)
+	return runWorkers(ctx, w, func(ctx context.Context) (int, error) {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer c.Release()
+		var first pgx.Batch
+		first.Queue("begin")
+		first.Queue(claim, time.Now().UTC(), b)
+		br := c.SendBatch(ctx, &first)
+		got, err := func() ([]claimedRow, error) {
+			defer br.Close()
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+			rows, err := br.Query()
+			if err != nil {
+				return nil, err
+			}
+			var got []claimedRow
+			for rows.Next() {
+				var r claimedRow
+				var created time.Time
+				if err := rows.Scan(&r.id, &r.payload, &r.attempt, &r.headers, &created); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				got = append(got, r)
+			}
+			return got, rows.Err()
+		}()
+		if err == nil {
+			err = br.Close()
+		}
+		if err != nil || len(got) == 0 {
+			_, rerr := c.Exec(ctx, "rollback")
+			return 0, errors.Join(err, rerr)
+		}
+		ids := make([]int64, len(got))
+		for i, r := range got {
+			ids[i] = r.id
+		}
+		var last pgx.Batch
+		last.Queue(del, ids)
+		last.Queue("commit")
+		return len(got), c.SendBatch(ctx, &last).Close()
 	})
 }
 

@@ -88,14 +88,16 @@ func settleContender(name string, conns, subs int, ep func(*postgres.DB, sqlqueu
 // all (one worker, the default claim size) in the lease and row-lock forms, beside the raw
 // loops running the engine's statements with one claimant and claims of 100 rows and of
 // sqlqueue.DefaultMaxBatch rows (the size the default claims grow to on a backlog), interleaved
-// in one run on one server. Each settle default is paired with the raw loop of its form at
-// DefaultMaxBatch (per-round ratios below the table).
+// in one run on one server; the row lock also beside a raw loop sending the engine's statements
+// in its two round trips a claim (pipelined). Each settle default is paired with the raw loops
+// of its form at DefaultMaxBatch (per-round ratios below the table).
 //
 //	go test -run '^$' -bench 'BenchmarkPostgresDefaults$' -benchtime 1x ./bench
 func BenchmarkPostgresDefaults(b *testing.B) {
 	maxB := sqlqueue.DefaultMaxBatch
 	rawLeaseMax := fmt.Sprintf("raw lease engine stmts (w=1,B=%d)", maxB)
 	rawRowLockMax := fmt.Sprintf("raw rowlock batched (w=1,B=%d)", maxB)
+	rawRowLockPipe := fmt.Sprintf("raw rowlock pipelined (w=1,B=%d)", maxB)
 	for range b.N {
 		rs := runPGContenders(b, []pgContender{
 			rawContender("raw lease engine stmts (w=1,B=100)", rawLeaseEngine, 1, 100),
@@ -103,12 +105,13 @@ func BenchmarkPostgresDefaults(b *testing.B) {
 			settleContender("settle lease, defaults", 4, 1, postgres.Lease),
 			rawContender("raw rowlock batched (w=1,B=100)", rawRowLock, 1, 100),
 			rawContender(rawRowLockMax, rawRowLock, 1, maxB),
+			rawContender(rawRowLockPipe, rawRowLockPipelined, 1, maxB),
 			settleContender("settle rowlock, defaults", 4, 1, postgres.RowLock),
 		})
 		reportPG(b, rs, "raw lease engine stmts (w=1,B=100)", "")
-		reportPairs(b, rs, map[string]string{
-			"settle lease, defaults":   rawLeaseMax,
-			"settle rowlock, defaults": rawRowLockMax,
+		reportPairs(b, rs, map[string][]string{
+			"settle lease, defaults":   {rawLeaseMax},
+			"settle rowlock, defaults": {rawRowLockMax, rawRowLockPipe},
 		})
 	}
 }

@@ -32,29 +32,35 @@ func (r result) median() float64 {
 	return s[len(s)/2]
 }
 
-// reportPairs prints, for each settle contender named in pairs, its ratio to its raw loop round
-// by round and the median of those ratios (each round runs the contenders one after another, so
+// reportPairs prints, for each settle contender named in pairs, its ratio to each of its raw
+// loops round by round and the median of those ratios (each round runs the contenders one after another, so
 // a round's ratio compares drains made moments apart), and reports the median as a metric.
-func reportPairs(b *testing.B, rs []result, pairs map[string]string) {
+func reportPairs(b *testing.B, rs []result, pairs map[string][]string) {
 	byName := map[string]result{}
 	for _, r := range rs {
 		byName[r.name] = r
 	}
 	var sb strings.Builder
 	for _, r := range rs {
-		raw, ok := byName[pairs[r.name]]
-		if !ok || len(raw.rates) != len(r.rates) || len(r.rates) == 0 {
-			continue
+		for _, rawName := range pairs[r.name] {
+			reportPair(b, &sb, r, byName[rawName])
 		}
-		var per []string
-		rounds := make([]float64, len(r.rates))
-		for i := range r.rates {
-			rounds[i] = r.rates[i] / raw.rates[i]
-			per = append(per, fmt.Sprintf("%.3f", rounds[i]))
-		}
-		m := result{rates: rounds}.median()
-		fmt.Fprintf(&sb, "per-round %s ÷ %s: median %.3f [%s]\n", r.name, raw.name, m, strings.Join(per, " "))
-		b.ReportMetric(m, metricName(r.name)+"/raw")
 	}
 	fmt.Print(sb.String())
+}
+
+// reportPair writes r's per-round ratios to raw's on sb and reports their median.
+func reportPair(b *testing.B, sb *strings.Builder, r, raw result) {
+	if raw.name == "" || len(raw.rates) != len(r.rates) || len(r.rates) == 0 {
+		return
+	}
+	var per []string
+	rounds := make([]float64, len(r.rates))
+	for i := range r.rates {
+		rounds[i] = r.rates[i] / raw.rates[i]
+		per = append(per, fmt.Sprintf("%.3f", rounds[i]))
+	}
+	m := result{rates: rounds}.median()
+	fmt.Fprintf(sb, "per-round %s ÷ %s: median %.3f [%s]\n", r.name, raw.name, m, strings.Join(per, " "))
+	b.ReportMetric(m, metricName(r.name)+"/"+metricName(raw.name))
 }
