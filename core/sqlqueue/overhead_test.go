@@ -78,6 +78,13 @@ func BenchmarkLeaseOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	drainOverhead(b, ep, BatchSize(100))
+}
+
+// drainOverhead runs a no-op subscription with opts on ep until b.N settlements, timing the
+// drain.
+func drainOverhead(b *testing.B, ep core.Endpoint, opts ...core.Option) {
+	b.Helper()
 	var settled atomic.Int64
 	done := make(chan struct{})
 	app := core.New(core.WithoutSignals(), core.WithLogger(discardLogger()), core.WithObserver(func(s core.Settlement) {
@@ -86,7 +93,7 @@ func BenchmarkLeaseOverhead(b *testing.B) {
 		}
 	}))
 	if err := core.Subscribe(app, ep, func(ctx context.Context, m *core.Message[[]byte]) error { return nil },
-		core.WithCodec(core.Raw), BatchSize(100)); err != nil {
+		append([]core.Option{core.WithCodec(core.Raw)}, opts...)...); err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -127,26 +134,5 @@ func BenchmarkRowLockOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var settled atomic.Int64
-	done := make(chan struct{})
-	app := core.New(core.WithoutSignals(), core.WithLogger(discardLogger()), core.WithObserver(func(s core.Settlement) {
-		if settled.Add(1) == int64(b.N) {
-			close(done)
-		}
-	}))
-	if err := core.Subscribe(app, ep, func(ctx context.Context, m *core.Message[[]byte]) error { return nil },
-		core.WithCodec(core.Raw)); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	b.ReportAllocs()
-	b.ResetTimer()
-	go func() { ran <- app.Run(ctx) }()
-	<-done
-	b.StopTimer()
-	cancel()
-	if err := <-ran; err != nil {
-		b.Fatal(err)
-	}
+	drainOverhead(b, ep)
 }
