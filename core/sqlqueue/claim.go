@@ -173,7 +173,10 @@ func UpdateReturningClaim(s *Schema, lockSuffix string) Claim {
 
 // SelectClaim is the row-lock claim: it selects up to Limit ready rows, oldest first, with
 // lockSuffix (" FOR UPDATE SKIP LOCKED"), reporting attempt + 1. It is also the claim of a
-// custom dialect that needs only a SELECT.
+// custom dialect that needs only a SELECT. A non-empty lockSuffix must lock every row it
+// returns until the claim's transaction ends, so that no other session changes or deletes
+// one: the grouped settlement of such a claim that travels with its COMMIT (PipelinedTx) is
+// then sent without a row-count check.
 func SelectClaim(s *Schema, lockSuffix string) Claim {
 	sql, b := selectReady(s, FormRowLock, lockSuffix)
 	return &stmtClaim{sql: sql, b: b, locks: lockSuffix != ""}
