@@ -190,29 +190,9 @@ WHERE (retry_after IS NULL OR retry_after <= $1) AND locked_until IS NULL ORDER 
 		first.Queue("begin")
 		first.Queue(claim, time.Now().UTC(), b)
 		br := c.SendBatch(ctx, &first)
-		got, err := func() ([]claimedRow, error) {
-			defer br.Close()
-			if _, err := br.Exec(); err != nil {
-				return nil, err
-			}
-			rows, err := br.Query()
-			if err != nil {
-				return nil, err
-			}
-			var got []claimedRow
-			for rows.Next() {
-				var r claimedRow
-				var created time.Time
-				if err := rows.Scan(&r.id, &r.payload, &r.attempt, &r.headers, &created); err != nil {
-					rows.Close()
-					return nil, err
-				}
-				got = append(got, r)
-			}
-			return got, rows.Err()
-		}()
-		if err == nil {
-			err = br.Close()
+		got, err := scanPipelinedClaim(br)
+		if cerr := br.Close(); err == nil {
+			err = cerr
 		}
 		if err != nil || len(got) == 0 {
 			_, rerr := c.Exec(ctx, "rollback")
@@ -227,6 +207,28 @@ WHERE (retry_after IS NULL OR retry_after <= $1) AND locked_until IS NULL ORDER 
 		last.Queue("commit")
 		return len(got), c.SendBatch(ctx, &last).Close()
 	})
+}
+
+// scanPipelinedClaim reads the results of a batch of BEGIN and the claim of rawRowLockPipelined.
+func scanPipelinedClaim(br pgx.BatchResults) ([]claimedRow, error) {
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	var got []claimedRow
+	for rows.Next() {
+		var r claimedRow
+		var created time.Time
+		if err := rows.Scan(&r.id, &r.payload, &r.attempt, &r.headers, &created); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		got = append(got, r)
+	}
+	return got, rows.Err()
 }
 
 // rawRowLockPerRow is the row-lock form as the engine runs it on MySQL and MariaDB: a claim of

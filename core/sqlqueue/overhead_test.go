@@ -17,8 +17,10 @@ type memDB struct {
 }
 
 func (m *memDB) Exec(ctx context.Context, sql string, args ...any) (Result, error) {
-	if ids, ok := args[0].([]int64); ok { // a grouped row-lock settlement: the ids as one array
-		return Result{RowsAffected: int64(len(ids))}, nil
+	if len(args) == 1 { // a grouped row-lock settlement: the ids as one array
+		if ids, ok := args[0].([]int64); ok {
+			return Result{RowsAffected: int64(len(ids))}, nil
+		}
 	}
 	if len(args) > 2 { // doneMany: token, then ids
 		return Result{RowsAffected: int64(len(args) - 1)}, nil

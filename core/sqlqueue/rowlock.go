@@ -26,7 +26,7 @@ type rowLock struct {
 	byIDsSQL byCount           // … once per number of ids
 	byArray  string            // or spells it with the ids as one array (GroupedRowLockArray)
 	claimBuf []Claimed
-	ownLock  bool          // the claim is the engine's own, and locks its rows (rlBatch.locked)
+	ownLock  bool          // the claim is the engine's own, and locks the rows it takes (settleGrouped)
 	ready    chan struct{} // a batch may hand out its next row (transactional mode)
 	out      outage        // while the database does not answer
 
@@ -61,9 +61,6 @@ type rlBatch struct {
 	untake  []any     // counted rows given back unhanded: their count and mark are taken back
 	at      time.Time // when it was claimed
 	full    bool      // it took as many rows as it asked for
-	// locked: the engine's own locking claim took the rows (not a custom EventClaim, not a
-	// counted relock), so the claim's transaction holds every one of them until it ends.
-	locked bool
 }
 
 func newRowLock(rt *runtime) *rowLock {
@@ -299,11 +296,12 @@ func (r *rowLock) settleGrouped(ctx context.Context, b *rlBatch, commit bool) (e
 		sql, args := r.groupedStatement(part)
 		if commit && pipelined && i+len(part) == len(ids) {
 			// The statement's row count is checked on the server, before the COMMIT, unless
-			// the claim's own lock holds every row it names: no other session can have
-			// changed or deleted them, so it changes each one, and the check (a CTE over
-			// RETURNING, about a fifth of the DELETE's time on PostgreSQL) proves nothing.
+			// the engine's own claim (not a counted relock) holds every row it names locked:
+			// no other session can have changed or deleted them, so it changes each one, and
+			// the check (a CTE over RETURNING, about a fifth of the DELETE's time on
+			// PostgreSQL) proves nothing.
 			want := int64(len(part))
-			if b.locked {
+			if r.ownLock && !b.ds[0].counted {
 				want = 0
 			}
 			if err := pt.CommitWith(ctx, Step{SQL: sql, Args: args, Want: want}); err != nil {

@@ -76,7 +76,7 @@ func (r *rowLock) claim(ctx context.Context) (int, error) {
 	}
 	r.claimBuf = rows[:0]
 	b := &rlBatch{tx: tx, ds: newDeliveries(rt, rows), left: len(rows), at: now, full: len(rows) == size,
-		results: make([]item, 0, len(rows)), locked: counted == nil && r.ownLock}
+		results: make([]item, 0, len(rows))}
 	clear(rows)
 	for i := range b.ds {
 		b.ds[i].rb, b.ds[i].counted, b.ds[i].suspect = b, counted != nil, lapsed
