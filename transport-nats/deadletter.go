@@ -19,6 +19,11 @@ import (
 // copy published again (the original came back before its +TERM reached the server) is dropped
 // by the destination stream's duplicate window.
 //
+// The wait for the publish acknowledgement ends when the connection drops (a server that
+// crashed, or a cut): the answer will not come, and the worker would otherwise wait out
+// RequestTimeout, holding every other handler back when the message is a suspect one (core runs
+// those alone). The copy is then counted as not stored.
+//
 // A copy that is not stored leaves the original unsettled: it stays leased (+WPI) for a backoff
 // on the clock (doubling per failure in a row, bounded by DeadLetterBackoff), then is returned
 // with -NAK and delivered again; being past the cap, it goes straight to the dead letter again.
@@ -37,7 +42,7 @@ func (c *consumer) deadLetter(ctx context.Context, d *Delivery, v core.Verdict, 
 		msg.Header.Set(k, s)
 	}
 	msg.Header.Set(jetstream.MsgIDHeader, d.ID())
-	_, err := c.js.PublishMsg(ctx, msg)
+	_, err := c.c.publishMsg(ctx, c.js, msg)
 	if err != nil {
 		wait := c.dl.fail(c.clock.Now())
 		if c.dl.shouldLog(c.clock.Now()) {

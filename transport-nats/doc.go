@@ -76,7 +76,9 @@
 // # Publishing
 //
 // Publish (encoded, default JSON) and PublishRaw return JetStream's publish acknowledgement;
-// WithMsgID sets Nats-Msg-Id, and the stream drops a duplicate within its window.
+// WithMsgID sets Nats-Msg-Id, and the stream drops a duplicate within its window. A publish
+// (or a dead letter's copy) whose acknowledgement is awaited when the connection drops fails at
+// once rather than at RequestTimeout: the answer will not come.
 // OutboxPublisher relays a core/outbox through a Conn.
 //
 // # Testing

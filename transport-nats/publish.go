@@ -81,7 +81,9 @@ func checkHeaders(what string, h map[string]string) error {
 
 // Publish encodes v and publishes it to subject, and returns once JetStream has stored it (the
 // publish acknowledgement; Duplicate is set when the stream dropped it as a duplicate of an
-// earlier message with the same WithMsgID). It fails when no stream captures the subject.
+// earlier message with the same WithMsgID). It fails when no stream captures the subject, and
+// at once when the connection drops while the acknowledgement is awaited (the message may have
+// been stored: publish it again with the same WithMsgID).
 func Publish[T any](ctx context.Context, c *Conn, subject string, v T, opts ...PublishOption) (*jetstream.PubAck, error) {
 	if c == nil {
 		return nil, errors.New("natsjs.Publish: nil Conn")
@@ -135,9 +137,23 @@ func (c *Conn) publish(ctx context.Context, subject string, body []byte, headers
 			msg.Header[jetstream.MsgIDHeader] = []string{id}
 		}
 	}
-	ack, err := js.PublishMsg(ctx, msg)
+	ack, err := c.publishMsg(ctx, js, msg)
 	if err != nil {
 		return nil, fmt.Errorf("natsjs: publish to %q: %w", subject, err)
 	}
 	return ack, nil
+}
+
+// publishMsg publishes msg and waits for JetStream's acknowledgement until ctx ends, the
+// request times out, or the connection drops (untilDrop): the acknowledgement of a message
+// sent before a drop will not come, whether or not the server stored it. The error then says
+// so; published again with the same Nats-Msg-Id, a stored message is dropped as a duplicate.
+func (c *Conn) publishMsg(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (*jetstream.PubAck, error) {
+	ctx, done := c.untilDrop(ctx)
+	defer done()
+	ack, err := js.PublishMsg(ctx, msg)
+	if err != nil && errors.Is(context.Cause(ctx), errDropped) {
+		return nil, fmt.Errorf("%w (the message may have been stored; published again with the same Nats-Msg-Id, it is dropped as a duplicate): %w", errDropped, err)
+	}
+	return ack, err
 }

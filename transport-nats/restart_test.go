@@ -2,11 +2,14 @@ package natsjs_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/coretest"
@@ -148,5 +151,127 @@ func TestFetchesRetriedWhileJetStreamLoads(t *testing.T) {
 		t.Fatalf("first settlement %v after JetStream was back; want within 1s", d)
 	} else {
 		t.Logf("first settlement %v after JetStream was back", d)
+	}
+}
+
+// A dead letter's copy whose publish acknowledgement is awaited when the connection drops stops
+// waiting at the drop: the answer will not come (a crashed server, a cut connection), and the
+// worker used to wait out RequestTimeout (5 s by default) — with every other handler of the
+// subscription held back when the message was a suspect one. Here the dead-letter stream
+// stores the copy without acknowledging it (NoAck), then acknowledges again, and the test cuts
+// the subscription's connection: the settlement fails at once with the copy not stored, the
+// message is delivered again, and its copy, published again, is dropped as a duplicate: one
+// dead letter.
+func TestDeadLetterCopyStopsWaitingAtDrop(t *testing.T) {
+	port, dir := freePort(t), t.TempDir()
+	s := ownServer(t, port, dir)
+	t.Cleanup(func() { s.Shutdown() })
+	url := s.ClientURL()
+	p := coretest.NewProxy(t, url[len("nats://"):], 4310, 4311, 4312, 4313, 4314, 4315, 4316, 4317, 4318, 4319)
+	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.DeclareTopology(true), natsjs.RequestTimeout(30*time.Second))
+	direct := newAdmin(t, url) // not cut with the subscription's connection
+	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
+	defer cancel()
+	dead := r.subject("dead")
+	cfg := jetstream.StreamConfig{Name: r.stream("dead"), Subjects: []string{dead}, NoAck: true}
+	if _, err := direct.js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Subscribe(r.app, r.queue("work"), func(context.Context, *core.Message[string]) error { return errors.New("poison") },
+		core.WithCodec(core.Raw), core.DeadLetterAfter(1, dead)); err != nil {
+		t.Fatal(err)
+	}
+	r.mustStart()
+	r.publish("work", "poison", nil)
+	stored := func() uint64 {
+		t.Helper()
+		st, err := direct.js.Stream(ctx, r.stream("dead"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().State.Msgs
+	}
+	for stored() == 0 { // the copy is stored; its acknowledgement will not come
+		select {
+		case <-ctx.Done():
+			t.Fatal("the dead-letter copy was not stored")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cfg.NoAck = false
+	if _, err := direct.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+
+	cut := time.Now()
+	p.Cut()
+	p.Restore()
+	recs := waitLog(t, r.logs, "nats: dead-letter copy not stored; the message is held, then delivered again")
+	d := time.Since(cut)
+	t.Logf("the copy's settlement failed %v after the cut: %v", d, recs[0].Attrs["error"])
+	if d > 2*time.Second {
+		t.Fatalf("the copy's settlement failed %v after the cut; want within 2s (RequestTimeout is 30s)", d)
+	}
+	if err := fmt.Sprint(recs[0].Attrs["error"]); !contains(err, "connection to NATS dropped") {
+		t.Errorf("error %q does not say the connection dropped", err)
+	}
+	r.rec.WaitFor(func(ss []core.Settlement) bool {
+		for _, s := range ss {
+			if s.Verdict.Action == core.ActDeadLetter && s.Err == nil {
+				return true
+			}
+		}
+		return false
+	})
+	if n := stored(); n != 1 {
+		t.Fatalf("%d copies in the dead-letter stream; want 1 (the second publish is a duplicate)", n)
+	}
+}
+
+// Publish returns at once, saying so, when the connection drops while it waits for the
+// acknowledgement (here of a stream that stores without acknowledging), not at RequestTimeout.
+func TestPublishStopsWaitingAtDrop(t *testing.T) {
+	s := ownServer(t, freePort(t), t.TempDir())
+	t.Cleanup(func() { s.Shutdown() })
+	url := s.ClientURL()
+	p := coretest.NewProxy(t, url[len("nats://"):], 4310, 4311, 4312, 4313, 4314, 4315, 4316, 4317, 4318, 4319)
+	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.RequestTimeout(30*time.Second))
+	direct := newAdmin(t, url)
+	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
+	defer cancel()
+	cfg := jetstream.StreamConfig{Name: r.stream("quiet"), Subjects: []string{r.subject("quiet")}, NoAck: true}
+	if _, err := direct.js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := natsjs.Publish(ctx, r.conn, r.subject("quiet"), "hello", natsjs.WithMsgID("m1"))
+		done <- err
+	}()
+	for {
+		st, err := direct.js.Stream(ctx, r.stream("quiet"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.CachedInfo().State.Msgs > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the message was not stored")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cut := time.Now()
+	p.Cut()
+	p.Restore()
+	select {
+	case err := <-done:
+		t.Logf("Publish returned %v after the cut: %v", time.Since(cut), err)
+		if err == nil || !contains(err.Error(), "connection to NATS dropped") {
+			t.Fatalf("Publish returned %v; want an error saying the connection dropped", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Publish still waiting 2s after the cut (RequestTimeout is 30s)")
 	}
 }

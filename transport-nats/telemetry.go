@@ -118,9 +118,14 @@ func (c *Conn) onDisconnect(f func()) func() {
 	}
 }
 
-// disconnected tells every subscription of the connection that it dropped.
+// disconnected tells every subscription of the connection that it dropped, and ends every
+// request waiting under untilDrop.
 func (c *Conn) disconnected() {
 	c.evMu.Lock()
+	if c.unlink != nil {
+		c.unlink(errDropped)
+		c.link, c.unlink = nil, nil
+	}
 	fs := make([]func(), 0, len(c.drops))
 	for k := range c.drops {
 		fs = append(fs, *k)
@@ -129,6 +134,26 @@ func (c *Conn) disconnected() {
 	for _, f := range fs {
 		f()
 	}
+}
+
+// errDropped is the cause of a wait that untilDrop ended.
+var errDropped = errors.New("the connection to NATS dropped before the server answered")
+
+// untilDrop returns a context that ends with ctx, or with the cause errDropped when the
+// connection drops, and its cancel function. A request sent before the drop waits for an answer
+// that will not come: nats.go keeps waiting until its timeout (RequestTimeout, 5 s by default)
+// across the reconnection, and a worker settling under it would wait with it. A request sent
+// while the connection is down goes out on the reconnection and waits under the next drop only.
+func (c *Conn) untilDrop(ctx context.Context) (context.Context, context.CancelFunc) {
+	c.evMu.Lock()
+	if c.link == nil {
+		c.link, c.unlink = context.WithCancelCause(context.Background())
+	}
+	link := c.link
+	c.evMu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(link, func() { cancel(context.Cause(link)) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 // reconnected tells every subscription of the connection that it was restored.
