@@ -392,7 +392,7 @@ func (o *Ops) Redrive(ctx context.Context, s ops.Selection, opt ops.RedriveOptio
 			id = d.ID
 		}
 		msg.Header.Set(jetstream.MsgIDHeader, id+"/redrive/"+o.dlStream+":"+d.ID)
-		if _, err := js.PublishMsg(ctx, msg); err != nil {
+		if _, err := o.c.publishMsg(ctx, js, msg); err != nil {
 			return fmt.Errorf("natsjs: redriving dead letter %s to %q: %w; it stays in %q", d.ID, to, err, o.dead)
 		}
 		if err := dl.DeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
