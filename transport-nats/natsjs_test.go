@@ -156,9 +156,18 @@ func TestLeaseExtendedWhileHandling(t *testing.T) {
 			t.Fatalf("sent %q before a third of the AckWait passed", got)
 		}
 		for i := range 3 {
+			armed := vc.Pending() // the extension's timer among them
 			vc.Advance(time.Millisecond)
 			if got := nextAck(t, acks, coretest.WaitTimeout); got != "+WPI" {
 				t.Fatalf("extension %d: sent %q; want +WPI", i+1, got)
+			}
+			// The loop arms its timer again after sending: the clock moves on only then (under
+			// load the test used to advance first, and the next extension fell past the test).
+			ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
+			err := vc.BlockUntil(ctx, armed)
+			cancel()
+			if err != nil {
+				t.Fatalf("extension %d: the extension timer was not armed again: %v", i+1, err)
 			}
 			vc.Advance(3*time.Second - time.Millisecond)
 		}
