@@ -64,7 +64,10 @@
 // settlements waited on each other and deadlocked. The dialect's statement joins a derived table
 // of the ids, in ascending order, to the queue table (STRAIGHT_JOIN, FORCE INDEX (PRIMARY)):
 // each row is a unique primary-key lookup (eq_ref, whatever the statistics say), which locks
-// nothing the claim does not already hold, so the statement never waits. Should it fail all the
+// nothing the claim does not already hold, so the statement never waits. On a server with
+// JSON_TABLE (MariaDB 10.6+, MySQL 8.0.4+) the ids travel as one argument, the text of a JSON
+// array (sqlqueue.GroupedRowLockArray; about a tenth faster than one argument per id for a claim
+// of 500 rows on MariaDB 10.11); older MySQL servers get a UNION ALL of one-row SELECTs. Should it fail all the
 // same, the claim's transaction rolls back as a whole: nothing of it is settled and its rows come
 // back to a later claim.
 //

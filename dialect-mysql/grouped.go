@@ -1,6 +1,8 @@
 package mysql
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/settlehq/settle/core/sqlqueue"
@@ -20,7 +22,10 @@ import (
 // row with a unique lookup of the primary key (eq_ref), which reads no row past it: the
 // statement locks only rows the claim's transaction already holds, so it never waits and can be
 // neither a deadlock victim nor a lock wait timeout, whatever the table's statistics say.
-var _ sqlqueue.GroupedRowLockSQL = (*dialect)(nil)
+var (
+	_ sqlqueue.GroupedRowLockSQL   = (*dialect)(nil)
+	_ sqlqueue.GroupedRowLockArray = (*dialect)(nil)
+)
 
 // GroupRowLockSettlements is true: a claim's acks and drops are settled by SettleByIDs.
 func (*dialect) GroupRowLockSettlements() bool { return true }
@@ -45,7 +50,9 @@ const (
 // the same plan: the ids in array order, each row found by eq_ref. Older MySQL servers get the
 // UNION ALL (SELECT CAST(? AS SIGNED) AS `settle_id` UNION ALL SELECT CAST(? AS SIGNED) …). The
 // casts, and the JSON column's type, fix the ids' type when the driver prepares the statement
-// on the server (interpolateParams=false) instead of interpolating them.
+// on the server (interpolateParams=false) instead of interpolating them. On a server with
+// JSON_TABLE the engine takes SettleByIDArray's statement instead, which has the ids in one
+// argument.
 func (d *dialect) SettleByIDs(qtable, id, mark string, n int) string {
 	var sb strings.Builder
 	sb.Grow(160 + len(qtable) + 2*len(id) + len(mark) + 36*n)
@@ -73,4 +80,60 @@ func (d *dialect) SettleByIDs(qtable, id, mark string, n int) string {
 		sb.WriteString(" SET " + queueAlias + "." + mark + " = ?")
 	}
 	return sb.String()
+}
+
+// SettleByIDArray returns, on a server with JSON_TABLE, the statement of SettleByIDs with the
+// ids as one argument: the text of a JSON array of them, which the DB's connections make of the
+// []int64 the engine passes (idArgs):
+//
+//	DELETE `settle_q` FROM JSON_TABLE(?, '$[*]' COLUMNS(`settle_id` BIGINT PATH '$')) AS `settle_ids`
+//	STRAIGHT_JOIN `jobs` AS `settle_q` FORCE INDEX (PRIMARY) ON `settle_q`.`id` = `settle_ids`.`settle_id`
+//
+// The plan is the same (the ids in array order, each row found by eq_ref), but the server
+// parses one string instead of an argument list per id, and the statement's text is the same
+// for every claim size. Without JSON_TABLE it returns "": the engine uses SettleByIDs.
+func (d *dialect) SettleByIDArray(qtable, id, mark string) string {
+	if !d.jsonTable {
+		return ""
+	}
+	var sb strings.Builder
+	if mark == "" {
+		sb.WriteString("DELETE " + queueAlias + " FROM ")
+	} else {
+		sb.WriteString("UPDATE ")
+	}
+	sb.WriteString("JSON_TABLE(?, '$[*]' COLUMNS(" + idColumn + " BIGINT PATH '$')) AS " + idsAlias + " STRAIGHT_JOIN " + qtable +
+		" AS " + queueAlias + " FORCE INDEX (PRIMARY) ON " + queueAlias + "." + id + " = " + idsAlias + "." + idColumn)
+	if mark != "" {
+		sb.WriteString(" SET " + queueAlias + "." + mark + " = ?")
+	}
+	return sb.String()
+}
+
+// idArgs returns args with each []int64 (SettleByIDArray's ids) replaced by the text of a JSON
+// array of its ids; args itself when there is none.
+func idArgs(args []any) []any {
+	var out []any
+	for i, a := range args {
+		ids, ok := a.([]int64)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(args)
+		}
+		b := make([]byte, 0, 2+len(ids)*8)
+		b = append(b, '[')
+		for j, id := range ids {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, id, 10)
+		}
+		out[i] = string(append(b, ']'))
+	}
+	if out == nil {
+		return args
+	}
+	return out
 }

@@ -68,6 +68,29 @@ func settleArgs(tb sqlqueue.Table, ids ...int64) []any {
 	return args
 }
 
+// arrayArgs are the arguments of SettleByIDArray's statement for ids of tb, as the DB's
+// connections pass them on: the JSON text of the ids, then the time when tb marks processed_at.
+func arrayArgs(tb sqlqueue.Table, ids ...int64) []any {
+	args := []any{ids}
+	if tb.Columns.ProcessedAt != "" {
+		args = append(args, Epoch())
+	}
+	return idArgs(args)
+}
+
+func settleArraySQL(t *testing.T, d *dialect, tb sqlqueue.Table) string {
+	t.Helper()
+	s, err := sqlqueue.NewSchema(d, tb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmt := d.SettleByIDArray(s.QTable, s.ID, s.ProcessedAt)
+	if stmt == "" {
+		t.Fatal("SettleByIDArray: none on a server with JSON_TABLE")
+	}
+	return stmt
+}
+
 func settleSQL(t *testing.T, db *DB, tb sqlqueue.Table, n int) string {
 	t.Helper()
 	return settleSQLOf(t, db.dialect, tb, n)
@@ -92,13 +115,18 @@ func TestGroupedSettlementPlan(t *testing.T) {
 	db := openDB(t, s)
 	for _, tb := range groupedTables("plan") {
 		staleTable(t, db, tb, 20000)
-		// Both spellings of the ids: JSON_TABLE (this server) and the UNION ALL of older MySQL.
-		for _, jsonTable := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/json_table=%v", tb.Name, jsonTable), func(t *testing.T) {
+		// Every spelling of the ids: one JSON array argument and JSON_ARRAY of one argument
+		// each (servers with JSON_TABLE, like this one), and the UNION ALL of older MySQL.
+		for _, form := range []string{"array", "json_table", "union"} {
+			t.Run(tb.Name+"/"+form, func(t *testing.T) {
 				d := *db.dialect
-				d.jsonTable = jsonTable
+				d.jsonTable = form != "union"
 				ids := []int64{3, 4, 7, 150, 151, 9000}
-				rows, err := db.Pool().QueryContext(ctx, "EXPLAIN "+settleSQLOf(t, &d, tb, len(ids)), settleArgs(tb, ids...)...)
+				stmt, args := settleSQLOf(t, &d, tb, len(ids)), settleArgs(tb, ids...)
+				if form == "array" {
+					stmt, args = settleArraySQL(t, &d, tb), arrayArgs(tb, ids...)
+				}
+				rows, err := db.Pool().QueryContext(ctx, "EXPLAIN "+stmt, args...)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -125,7 +153,7 @@ func TestGroupedSettlementPlan(t *testing.T) {
 					t.Fatal(err)
 				}
 				first := "<derived"
-				if jsonTable {
+				if d.jsonTable {
 					first = "settle_ids"
 				}
 				if len(plan) < 2 || !strings.HasPrefix(plan[0]["table"], first) ||
@@ -196,6 +224,10 @@ func TestGroupedSettlementTakesNoOtherLock(t *testing.T) {
 			if err != nil || n != 2 || took > 500*time.Millisecond {
 				t.Errorf("grouped settlement of rows 1 and 2 while row 3 is held: %d rows in %v, %v; want 2 rows at once", n, took, err)
 			}
+			took, n, err = try(settleArraySQL(t, db.dialect, tb), arrayArgs(tb, 1, 2)...)
+			if err != nil || n != 2 || took > 500*time.Millisecond {
+				t.Errorf("grouped settlement of rows 1 and 2 as one array while row 3 is held: %d rows in %v, %v; want 2 rows at once", n, took, err)
+			}
 			inList := "DELETE " + quote(tb.Name) + " FROM " + quote(tb.Name) + " FORCE INDEX (PRIMARY) WHERE id IN (?, ?)"
 			args := []any{int64(1), int64(2)}
 			if tb.Columns.ProcessedAt != "" {
@@ -222,11 +254,14 @@ func TestRowLockGroupedDrain(t *testing.T) {
 			const n = 20000
 			staleTable(t, db, tb, n)
 			qt := quote(tb.Name)
-			var grouped, perRow atomic.Int64
+			var grouped, arrays, perRow atomic.Int64
 			seen := func(q string) {
 				switch {
 				case strings.Contains(q, "`settle_ids` STRAIGHT_JOIN "+qt+" "):
 					grouped.Add(1)
+					if strings.Contains(q, "JSON_TABLE(?, ") {
+						arrays.Add(1) // the ids in one argument (SettleByIDArray)
+					}
 				case strings.HasPrefix(q, "DELETE FROM "+qt+" WHERE"),
 					strings.HasPrefix(q, "UPDATE "+qt+" SET `processed_at`"),
 					strings.Contains(q, " IN ("):
@@ -304,6 +339,9 @@ func TestRowLockGroupedDrain(t *testing.T) {
 			g, p := grouped.Load(), perRow.Load()
 			if p != 0 || g == 0 || g > n/50 {
 				t.Errorf("settled by %d grouped statements and %d statements naming rows otherwise; want only grouped ones, one per claim (at most %d)", g, p, n/50)
+			}
+			if a := arrays.Load(); a != g {
+				t.Errorf("%d of %d grouped statements had the ids in one argument; want all on a server with JSON_TABLE", a, g)
 			}
 			t.Logf("%d rows acknowledged once each by %d grouped statements; claims restarted after a deadlock or lock wait timeout: %d",
 				len(acked), g, claimRestarts.Load()-before)

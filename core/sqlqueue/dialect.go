@@ -310,15 +310,18 @@ type GroupedRowLockSQL interface {
 // GroupedRowLockArray is an optional interface of a GroupedRowLock dialect whose driver binds a
 // list of ids as one array argument (PostgreSQL: … WHERE id = ANY($1)). The engine then settles
 // a claim's grouped rows with that statement, one argument for all the ids instead of one
-// each: the driver encodes and the server binds one value. A GroupedRowLockSQL dialect's
-// statement comes first.
+// each: the driver encodes and the server binds one value (a DB whose driver takes no array
+// converts the []int64 itself: MySQL's makes it the text of a JSON array). It comes before a
+// GroupedRowLockSQL dialect's statement, where it is not "".
 type GroupedRowLockArray interface {
 	GroupedRowLock
 	// SettleByIDArray returns the statement that settles the rows of the quoted table qtable
-	// whose quoted id column is in its first argument, a []int64 (at most the flush size of
-	// FlushLimits, all rows the claim's transaction holds): it deletes them when mark is "",
-	// and otherwise sets the quoted column mark (processed_at) to its second argument. It must
-	// match every id once (its affected rows are checked against their number).
+	// whose quoted id column is in its first argument, a []int64 in ascending order (at most
+	// the flush size of FlushLimits, all rows the claim's transaction holds): it deletes them
+	// when mark is "", and otherwise sets the quoted column mark (processed_at) to its second
+	// argument. It must match every id once (its affected rows are checked against their
+	// number). "" when the database has no such statement: the engine then uses SettleByIDs
+	// (GroupedRowLockSQL) or its IN-list.
 	SettleByIDArray(qtable, id, mark string) string
 }
 

@@ -69,14 +69,15 @@ func newRowLock(rt *runtime) *rowLock {
 	if sc, ok := rt.claim.(*stmtClaim); ok {
 		r.ownLock = sc.locks
 	}
-	if gs, ok := rt.d.(GroupedRowLockSQL); ok && r.group {
-		r.byIDs = gs
-	} else if ga, ok := rt.d.(GroupedRowLockArray); ok && r.group {
+	if ga, ok := rt.d.(GroupedRowLockArray); ok && r.group {
 		mark := ""
 		if rt.st.doneMark {
 			mark = rt.s.ProcessedAt
 		}
 		r.byArray = ga.SettleByIDArray(rt.s.QTable, rt.s.ID, mark)
+	}
+	if gs, ok := rt.d.(GroupedRowLockSQL); ok && r.group && r.byArray == "" {
+		r.byIDs = gs
 	}
 	r.busy.idle = r.ready
 	r.size.Store(1)
