@@ -42,6 +42,36 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// proxied starts an embedded nats-server with JetStream on port, storing in dir, and a proxy
+// in front of it on the first free port of ports; it returns the server, its own URL and the
+// proxy. The server is shut down after the test's later cleanups (its App's stop) have run.
+func proxied(t *testing.T, port int, dir string, ports ...int) (*natsserver.Server, string, *coretest.Proxy) {
+	t.Helper()
+	s := ownServer(t, port, dir)
+	t.Cleanup(s.Shutdown)
+	url := s.ClientURL()
+	return s, url, coretest.NewProxy(t, url[len("nats://"):], ports...)
+}
+
+// waitStored waits until the stream holds a message.
+func waitStored(ctx context.Context, t *testing.T, a *admin, stream string) {
+	t.Helper()
+	for {
+		st, err := a.js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.CachedInfo().State.Msgs > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("nothing stored on %s", stream)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // After the server restarts, the subscription settles again as soon as it has reconnected. A
 // server that stops in an orderly way tells the pull requests it holds; one that crashes (here:
 // the connection cut at a proxy of the test's own, ports 4300-4309, before the server stops)
@@ -50,10 +80,8 @@ func freePort(t *testing.T) int {
 // now ends that fetch and sends a new request at once.
 func TestRestartedServerServesAtOnce(t *testing.T) {
 	port, dir := freePort(t), t.TempDir()
-	s := ownServer(t, port, dir)
-	t.Cleanup(func() { s.Shutdown() })
-	url := s.ClientURL()
-	p := coretest.NewProxy(t, url[len("nats://"):], 4300, 4301, 4302, 4303, 4304, 4305, 4306, 4307, 4308, 4309)
+	s, url, p := proxied(t, port, dir, 4300, 4301, 4302, 4303, 4304, 4305, 4306, 4307, 4308, 4309)
+	t.Cleanup(func() { s.Shutdown() }) // the server started again below
 	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.DeclareTopology(true))
 	if err := core.Subscribe(r.app, r.queue("work", natsjs.FetchWait(20*time.Second)), func(context.Context, *core.Message[string]) error { return nil },
 		core.WithCodec(core.Raw)); err != nil {
@@ -163,11 +191,7 @@ func TestFetchesRetriedWhileJetStreamLoads(t *testing.T) {
 // message is delivered again, and its copy, published again, is dropped as a duplicate: one
 // dead letter.
 func TestDeadLetterCopyStopsWaitingAtDrop(t *testing.T) {
-	port, dir := freePort(t), t.TempDir()
-	s := ownServer(t, port, dir)
-	t.Cleanup(func() { s.Shutdown() })
-	url := s.ClientURL()
-	p := coretest.NewProxy(t, url[len("nats://"):], 4310, 4311, 4312, 4313, 4314, 4315, 4316, 4317, 4318, 4319)
+	_, url, p := proxied(t, freePort(t), t.TempDir(), 4310, 4311, 4312, 4313, 4314, 4315, 4316, 4317, 4318, 4319)
 	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.DeclareTopology(true), natsjs.RequestTimeout(30*time.Second))
 	direct := newAdmin(t, url) // not cut with the subscription's connection
 	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
@@ -183,21 +207,7 @@ func TestDeadLetterCopyStopsWaitingAtDrop(t *testing.T) {
 	}
 	r.mustStart()
 	r.publish("work", "poison", nil)
-	stored := func() uint64 {
-		t.Helper()
-		st, err := direct.js.Stream(ctx, r.stream("dead"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.CachedInfo().State.Msgs
-	}
-	for stored() == 0 { // the copy is stored; its acknowledgement will not come
-		select {
-		case <-ctx.Done():
-			t.Fatal("the dead-letter copy was not stored")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	waitStored(ctx, t, direct, r.stream("dead")) // the copy; its acknowledgement will not come
 	cfg.NoAck = false
 	if _, err := direct.js.UpdateStream(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -223,7 +233,11 @@ func TestDeadLetterCopyStopsWaitingAtDrop(t *testing.T) {
 		}
 		return false
 	})
-	if n := stored(); n != 1 {
+	st, err := direct.js.Stream(ctx, r.stream("dead"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.CachedInfo().State.Msgs; n != 1 {
 		t.Fatalf("%d copies in the dead-letter stream; want 1 (the second publish is a duplicate)", n)
 	}
 }
@@ -231,10 +245,7 @@ func TestDeadLetterCopyStopsWaitingAtDrop(t *testing.T) {
 // Publish returns at once, saying so, when the connection drops while it waits for the
 // acknowledgement (here of a stream that stores without acknowledging), not at RequestTimeout.
 func TestPublishStopsWaitingAtDrop(t *testing.T) {
-	s := ownServer(t, freePort(t), t.TempDir())
-	t.Cleanup(func() { s.Shutdown() })
-	url := s.ClientURL()
-	p := coretest.NewProxy(t, url[len("nats://"):], 4310, 4311, 4312, 4313, 4314, 4315, 4316, 4317, 4318, 4319)
+	_, url, p := proxied(t, freePort(t), t.TempDir(), 4310, 4311, 4312, 4313, 4314, 4315, 4316, 4317, 4318, 4319)
 	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.RequestTimeout(30*time.Second))
 	direct := newAdmin(t, url)
 	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
@@ -248,20 +259,7 @@ func TestPublishStopsWaitingAtDrop(t *testing.T) {
 		_, err := natsjs.Publish(ctx, r.conn, r.subject("quiet"), "hello", natsjs.WithMsgID("m1"))
 		done <- err
 	}()
-	for {
-		st, err := direct.js.Stream(ctx, r.stream("quiet"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.CachedInfo().State.Msgs > 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the message was not stored")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	waitStored(ctx, t, direct, r.stream("quiet"))
 	cut := time.Now()
 	p.Cut()
 	p.Restore()
