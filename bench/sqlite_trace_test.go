@@ -209,7 +209,7 @@ func BenchmarkSQLiteTrace(b *testing.B) {
 func BenchmarkSQLiteTraceRaw(b *testing.B) {
 	n := envInt(b, "SETTLE_BENCH_SQLITE_N", 20000)
 	db := openCounting(b)
-	rate := rawSQLiteLeaseOn(b, db, n, 100, func() { traceCounter.n = map[string]int{}; traceCounter.d = map[string]time.Duration{} })
+	rate := rawSQLiteLeaseOn(b, db, n, envInt(b, "SETTLE_BENCH_SQLITE_B", 100), func() { traceCounter.n = map[string]int{}; traceCounter.d = map[string]time.Duration{} })
 	traceCounter.report(b, fmt.Sprintf("raw (%.0f msgs/s)", rate), n)
 }
 
