@@ -143,7 +143,9 @@ var errDropped = errors.New("the connection to NATS dropped before the server an
 // connection drops, and its cancel function. A request sent before the drop waits for an answer
 // that will not come: nats.go keeps waiting until its timeout (RequestTimeout, 5 s by default)
 // across the reconnection, and a worker settling under it would wait with it. A request sent
-// while the connection is down goes out on the reconnection and waits under the next drop only.
+// while the connection is down goes out on the reconnection and waits under the next drop only
+// (one sent between the drop and nats.go's report of it ends with this drop too: its error says
+// the message may have been stored, as it may be once the reconnection sends it).
 func (c *Conn) untilDrop(ctx context.Context) (context.Context, context.CancelFunc) {
 	c.evMu.Lock()
 	if c.link == nil {
