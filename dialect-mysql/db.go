@@ -274,7 +274,7 @@ var _ sqlqueue.DB = (*queueDB)(nil)
 
 // Exec runs a statement on some connection of the pool.
 func (q *queueDB) Exec(ctx context.Context, s string, args ...any) (sqlqueue.Result, error) {
-	return result(q.db.pool.ExecContext(ctx, s, idArgs(args)...))
+	return result(q.db.pool.ExecContext(ctx, s, idArgs(s, args)...))
 }
 
 // Query runs a query on some connection of the pool.
@@ -357,7 +357,7 @@ func (t *txn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result,
 	if err != nil {
 		return sqlqueue.Result{}, err
 	}
-	args = idArgs(args)
+	args = idArgs(q, args)
 	r, err := result(t.tx.ExecContext(ctx, q, args...))
 	switch {
 	case err != nil:
@@ -470,7 +470,7 @@ type conn struct {
 }
 
 func (c *conn) Exec(ctx context.Context, q string, args ...any) (sqlqueue.Result, error) {
-	return result(c.c.ExecContext(ctx, q, idArgs(args)...))
+	return result(c.c.ExecContext(ctx, q, idArgs(q, args)...))
 }
 
 func (c *conn) Query(ctx context.Context, q string, args ...any) (sqlqueue.Rows, error) {

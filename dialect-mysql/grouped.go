@@ -102,7 +102,7 @@ func (d *dialect) SettleByIDArray(qtable, id, mark string) string {
 	} else {
 		sb.WriteString("UPDATE ")
 	}
-	sb.WriteString("JSON_TABLE(?, '$[*]' COLUMNS(" + idColumn + " BIGINT PATH '$')) AS " + idsAlias + " STRAIGHT_JOIN " + qtable +
+	sb.WriteString(idArray + " AS " + idsAlias + " STRAIGHT_JOIN " + qtable +
 		" AS " + queueAlias + " FORCE INDEX (PRIMARY) ON " + queueAlias + "." + id + " = " + idsAlias + "." + idColumn)
 	if mark != "" {
 		sb.WriteString(" SET " + queueAlias + "." + mark + " = ?")
@@ -110,9 +110,16 @@ func (d *dialect) SettleByIDArray(qtable, id, mark string) string {
 	return sb.String()
 }
 
-// idArgs returns args with each []int64 (SettleByIDArray's ids) replaced by the text of a JSON
-// array of its ids; args itself when there is none.
-func idArgs(args []any) []any {
+// idArray is the derived table of SettleByIDArray's statement, which marks it: idArgs converts
+// the arguments of that statement only (a handler's own statements reach the driver unchanged).
+const idArray = "JSON_TABLE(?, '$[*]' COLUMNS(" + idColumn + " BIGINT PATH '$'))"
+
+// idArgs returns the arguments of statement q with, when q is SettleByIDArray's, the []int64 of
+// the ids replaced by the text of a JSON array of them; args itself otherwise.
+func idArgs(q string, args []any) []any {
+	if len(args) == 0 || !strings.Contains(q, idArray) {
+		return args
+	}
 	var out []any
 	for i, a := range args {
 		ids, ok := a.([]int64)

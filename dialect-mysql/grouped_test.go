@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,7 +76,7 @@ func arrayArgs(tb sqlqueue.Table, ids ...int64) []any {
 	if tb.Columns.ProcessedAt != "" {
 		args = append(args, Epoch())
 	}
-	return idArgs(args)
+	return idArgs(idArray, args)
 }
 
 func settleArraySQL(t *testing.T, d *dialect, tb sqlqueue.Table) string {
@@ -346,5 +347,25 @@ func TestRowLockGroupedDrain(t *testing.T) {
 			t.Logf("%d rows acknowledged once each by %d grouped statements; claims restarted after a deadlock or lock wait timeout: %d",
 				len(acked), g, claimRestarts.Load()-before)
 		})
+	}
+}
+
+// TestIDArgs: the ids of SettleByIDArray's statement become the text of a JSON array; the
+// arguments of any other statement (a handler's own, through the delivery's transaction) reach
+// the driver as they were given, a []int64 included.
+func TestIDArgs(t *testing.T) {
+	d := &dialect{jsonTable: true}
+	stmt := d.SettleByIDArray("`jobs`", "`id`", "`processed_at`")
+	at := Epoch()
+	got := idArgs(stmt, []any{[]int64{3, 10, -2}, at})
+	if len(got) != 2 || got[0] != "[3,10,-2]" || got[1] != at {
+		t.Fatalf("idArgs of the array statement: %#v", got)
+	}
+	own := []any{[]int64{1, 2}}
+	if got := idArgs("UPDATE `jobs` SET x = 1 WHERE id = ?", own); len(got) != 1 || !slices.Equal(got[0].([]int64), []int64{1, 2}) {
+		t.Fatalf("idArgs changed another statement's arguments: %#v", got)
+	}
+	if (&dialect{}).SettleByIDArray("`jobs`", "`id`", "") != "" {
+		t.Fatal("SettleByIDArray without JSON_TABLE: want none")
 	}
 }
