@@ -55,12 +55,7 @@ const (
 // argument.
 func (d *dialect) SettleByIDs(qtable, id, mark string, n int) string {
 	var sb strings.Builder
-	sb.Grow(160 + len(qtable) + 2*len(id) + len(mark) + 36*n)
-	if mark == "" {
-		sb.WriteString("DELETE " + queueAlias + " FROM ")
-	} else {
-		sb.WriteString("UPDATE ")
-	}
+	sb.Grow(36 * n)
 	if d.jsonTable {
 		sb.WriteString("JSON_TABLE(JSON_ARRAY(?")
 		for range n - 1 {
@@ -74,12 +69,20 @@ func (d *dialect) SettleByIDs(qtable, id, mark string, n int) string {
 		}
 		sb.WriteString(")")
 	}
-	sb.WriteString(" AS " + idsAlias + " STRAIGHT_JOIN " + qtable + " AS " + queueAlias + " FORCE INDEX (PRIMARY) ON " +
-		queueAlias + "." + id + " = " + idsAlias + "." + idColumn)
+	return settleJoin(sb.String(), qtable, id, mark)
+}
+
+// settleJoin is the grouped settlement driven by the derived table of ids ids: a multi-table
+// DELETE, or an UPDATE setting mark to the last argument, joined to the queue table by its
+// primary key.
+func settleJoin(ids, qtable, id, mark string) string {
+	head := "DELETE " + queueAlias + " FROM "
+	tail := ""
 	if mark != "" {
-		sb.WriteString(" SET " + queueAlias + "." + mark + " = ?")
+		head, tail = "UPDATE ", " SET "+queueAlias+"."+mark+" = ?"
 	}
-	return sb.String()
+	return head + ids + " AS " + idsAlias + " STRAIGHT_JOIN " + qtable + " AS " + queueAlias + " FORCE INDEX (PRIMARY) ON " +
+		queueAlias + "." + id + " = " + idsAlias + "." + idColumn + tail
 }
 
 // SettleByIDArray returns, on a server with JSON_TABLE, the statement of SettleByIDs with the
@@ -96,51 +99,34 @@ func (d *dialect) SettleByIDArray(qtable, id, mark string) string {
 	if !d.jsonTable {
 		return ""
 	}
-	var sb strings.Builder
-	if mark == "" {
-		sb.WriteString("DELETE " + queueAlias + " FROM ")
-	} else {
-		sb.WriteString("UPDATE ")
-	}
-	sb.WriteString(idArray + " AS " + idsAlias + " STRAIGHT_JOIN " + qtable +
-		" AS " + queueAlias + " FORCE INDEX (PRIMARY) ON " + queueAlias + "." + id + " = " + idsAlias + "." + idColumn)
-	if mark != "" {
-		sb.WriteString(" SET " + queueAlias + "." + mark + " = ?")
-	}
-	return sb.String()
+	return settleJoin(idArray, qtable, id, mark)
 }
 
 // idArray is the derived table of SettleByIDArray's statement, which marks it: idArgs converts
 // the arguments of that statement only (a handler's own statements reach the driver unchanged).
 const idArray = "JSON_TABLE(?, '$[*]' COLUMNS(" + idColumn + " BIGINT PATH '$'))"
 
-// idArgs returns the arguments of statement q with, when q is SettleByIDArray's, the []int64 of
-// the ids replaced by the text of a JSON array of them; args itself otherwise.
+// idArgs returns the arguments of statement q with, when q is SettleByIDArray's, its first
+// argument (the ids, a []int64) replaced by the text of a JSON array of them; args itself
+// otherwise. Every statement a DB runs passes through it: a statement of more than two
+// arguments, or whose first is no []int64, is not looked at further.
 func idArgs(q string, args []any) []any {
-	if len(args) == 0 || !strings.Contains(q, idArray) {
+	if len(args) == 0 || len(args) > 2 {
 		return args
 	}
-	var out []any
-	for i, a := range args {
-		ids, ok := a.([]int64)
-		if !ok {
-			continue
-		}
-		if out == nil {
-			out = slices.Clone(args)
-		}
-		b := make([]byte, 0, 2+len(ids)*8)
-		b = append(b, '[')
-		for j, id := range ids {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, id, 10)
-		}
-		out[i] = string(append(b, ']'))
-	}
-	if out == nil {
+	ids, ok := args[0].([]int64)
+	if !ok || !strings.Contains(q, idArray) {
 		return args
 	}
+	b := make([]byte, 0, 2+len(ids)*8)
+	b = append(b, '[')
+	for j, id := range ids {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	out := slices.Clone(args)
+	out[0] = string(append(b, ']'))
 	return out
 }
