@@ -38,11 +38,7 @@ type Conn struct {
 
 	evMu       sync.Mutex
 	reconnects map[*func()]struct{} // subscriptions told of reconnections (telemetry.go)
-	drops      map[*func()]struct{} // subscriptions told of disconnections
-	// link ends, with errDropped, when the connection drops; the next untilDrop makes a new
-	// one. nil until a request waits under it.
-	link   context.Context
-	unlink context.CancelCauseFunc
+	drops      map[*func()]struct{} // subscriptions and waiting requests told of disconnections
 }
 
 var (

@@ -118,14 +118,10 @@ func (c *Conn) onDisconnect(f func()) func() {
 	}
 }
 
-// disconnected tells every subscription of the connection that it dropped, and ends every
-// request waiting under untilDrop.
+// disconnected tells every subscription of the connection, and every request waiting under
+// untilDrop, that it dropped.
 func (c *Conn) disconnected() {
 	c.evMu.Lock()
-	if c.unlink != nil {
-		c.unlink(errDropped)
-		c.link, c.unlink = nil, nil
-	}
 	fs := make([]func(), 0, len(c.drops))
 	for k := range c.drops {
 		fs = append(fs, *k)
@@ -147,15 +143,9 @@ var errDropped = errors.New("the connection to NATS dropped before the server an
 // (one sent between the drop and nats.go's report of it ends with this drop too: its error says
 // the message may have been stored, as it may be once the reconnection sends it).
 func (c *Conn) untilDrop(ctx context.Context) (context.Context, context.CancelFunc) {
-	c.evMu.Lock()
-	if c.link == nil {
-		c.link, c.unlink = context.WithCancelCause(context.Background())
-	}
-	link := c.link
-	c.evMu.Unlock()
 	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(link, func() { cancel(context.Cause(link)) })
-	return ctx, func() { stop(); cancel(nil) }
+	undo := c.onDisconnect(func() { cancel(errDropped) })
+	return ctx, func() { undo(); cancel(nil) }
 }
 
 // reconnected tells every subscription of the connection that it was restored.
