@@ -149,12 +149,18 @@ func (l *lease) doClaim(ctx context.Context, tx Queryer, p ClaimParams, dst []Cl
 }
 
 // batchCycle is how long the automatic claim size (no BatchSize) lets the workers take to get
-// through a claim before it stops growing: a full claim got through in less doubles the next
-// one, up to the ceiling (DefaultMaxBatch); one that took more than four times as long halves
-// it, down to the base size (10 per worker, at most maxBaseBatch). Fast handlers then share one
-// claim's transaction among up to DefaultMaxBatch rows; slow ones keep no more rows claimed than
-// they get through in about this long. Both forms size their claims with sized.
+// through a claim before it stops growing: a full claim got through in less grows the next one
+// towards what the workers get through in batchCycle at the rate they just showed (at least
+// double, at most maxGrowth times), up to the ceiling (DefaultMaxBatch); one that took more than
+// four times as long halves it, down to the base size (10 per worker, at most maxBaseBatch).
+// Fast handlers then share one claim's transaction among up to DefaultMaxBatch rows after a
+// few claims; slow ones keep no more rows claimed than they get through in about this long.
+// Both forms size their claims with sized.
 const batchCycle = 100 * time.Millisecond
+
+// maxGrowth bounds how many times larger one claim makes the next: the rate one claim shows is
+// an estimate, and a claim sized on a fluke holds its rows for longer than batchCycle.
+const maxGrowth = 8
 
 // maxBaseBatch caps the base claim size (10 rows per worker) when no BatchSize is given.
 const maxBaseBatch = 100
@@ -164,7 +170,11 @@ const maxBaseBatch = 100
 func sized(cur, base, ceiling int32, full bool, took time.Duration) int32 {
 	switch {
 	case full && took < batchCycle:
-		return min(cur*2, ceiling)
+		grow := int64(maxGrowth)
+		if took > 0 {
+			grow = min(max(int64(batchCycle/took), 2), maxGrowth)
+		}
+		return int32(min(int64(cur)*grow, int64(ceiling)))
 	case took > 4*batchCycle:
 		return max(cur/2, base)
 	}
@@ -173,18 +183,27 @@ func sized(cur, base, ceiling int32, full bool, took time.Duration) int32 {
 
 // adapt sets the automatic claim size after a claim of limit rows returned got, at now: sized
 // by the time since the previous claim (how long the workers took to get through it), and
-// halved when the claim came back less than half full.
+// halved when the claim came back less than half full. A process's first claim has no earlier
+// one to time.
 func (l *lease) adapt(got, limit int, now time.Time) {
 	rt := l.rt
 	if !rt.cfg.batchAuto || l.lapsed {
 		return
 	}
 	cycle := now.Sub(l.lastClaim)
+	first := l.lastClaim.IsZero()
 	l.lastClaim = now
 	size, base := l.size.Load(), int32(rt.cfg.batch)
-	if got < limit/2 {
+	switch {
+	case got < limit/2:
 		l.size.Store(max(size/2, base))
-		return
+	case first:
+		// No earlier claim to time the workers by: a full first claim doubles the next, the
+		// least a full fast claim grows it.
+		if got == limit {
+			l.size.Store(min(size*2, int32(rt.cfg.batchMax)))
+		}
+	default:
+		l.size.Store(sized(size, base, int32(rt.cfg.batchMax), got == limit, cycle))
 	}
-	l.size.Store(sized(size, base, int32(rt.cfg.batchMax), got == limit, cycle))
 }

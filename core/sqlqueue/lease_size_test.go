@@ -11,7 +11,8 @@ import (
 )
 
 // TestLeaseClaimSizeAdapts: without BatchSize the lease form's claims start at the base size,
-// double while they come back full and are got through in under batchCycle, up to
+// grow (at least double, at most maxGrowth times, towards batchCycle's worth) while they come
+// back full and are got through in under batchCycle, up to
 // DefaultMaxBatch (or a lower FlushLimits maximum), and halve, down to the base, when they come back less than half full or
 // take over four cycles. A BatchSize, or a rescue claim, leaves the size alone.
 func TestLeaseClaimSizeAdapts(t *testing.T) {
@@ -27,13 +28,18 @@ func TestLeaseClaimSizeAdapts(t *testing.T) {
 		return int(l.size.Load())
 	}
 	l := newL(true)
-	step(l, 10, time.Second) // the first claim: no cycle to judge yet
+	// The first claim has no earlier one to time the workers by: full, it doubles the next.
+	if got := step(l, 10, time.Hour); got != 20 {
+		t.Errorf("a full first claim: size %d; want 20", got)
+	}
 	l.size.Store(10)
 	var sizes []int
-	for range 7 {
+	for range 4 {
 		sizes = append(sizes, step(l, int(l.size.Load()), 5*time.Millisecond))
 	}
-	if want := []int{20, 40, 80, 160, 320, 500, 500}; !slices.Equal(sizes, want) {
+	// Got through in 5 ms, a claim's rows would fill 20 such claims' time: growth is capped at
+	// maxGrowth.
+	if want := []int{80, 500, 500, 500}; !slices.Equal(sizes, want) {
 		t.Errorf("full, fast claims: sizes %v; want %v", sizes, want)
 	}
 	if got := step(l, 500, 150*time.Millisecond); got != 500 {
@@ -50,6 +56,20 @@ func TestLeaseClaimSizeAdapts(t *testing.T) {
 	}
 	if got := int(l.size.Load()); got != 10 {
 		t.Errorf("empty claims: size %d; want the base, 10", got)
+	}
+
+	// Slower workers grow the claims towards what they get through in batchCycle, and at least
+	// double them while a full claim takes less.
+	for _, c := range []struct {
+		took time.Duration
+		want int
+	}{{25 * time.Millisecond, 40}, {50 * time.Millisecond, 20}, {80 * time.Millisecond, 20}, {150 * time.Millisecond, 10}} {
+		mid := newL(true)
+		step(mid, 10, 0)
+		mid.size.Store(10)
+		if got := step(mid, 10, c.took); got != c.want {
+			t.Errorf("a full claim of 10 got through in %v: size %d; want %d", c.took, got, c.want)
+		}
 	}
 
 	low := newL(true)
@@ -79,8 +99,8 @@ func TestLeaseClaimSizeAdapts(t *testing.T) {
 }
 
 // TestRowLockClaimSizeAdapts: the row-lock form doubles a clean claim up to the base size as
-// before; past it, without BatchSize, only a full claim finished within batchCycle doubles the
-// next (up to DefaultMaxBatch), one that took over four cycles halves it towards the base, and
+// before; past it, without BatchSize, only a full claim finished within batchCycle grows the
+// next (as the lease form's do, up to DefaultMaxBatch), one that took over four cycles halves it towards the base, and
 // a claim that rolled back halves it whatever the size. With a BatchSize the base is the cap.
 func TestRowLockClaimSizeAdapts(t *testing.T) {
 	vc := clock.NewVirtual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
@@ -106,7 +126,7 @@ func TestRowLockClaimSizeAdapts(t *testing.T) {
 	for range 11 {
 		sizes = append(sizes, claim(r, int(r.size.Load()), time.Millisecond, nil))
 	}
-	if want := []int{2, 4, 8, 10, 20, 40, 80, 160, 320, 500, 500}; !slices.Equal(sizes, want) {
+	if want := []int{2, 4, 8, 10, 80, 500, 500, 500, 500, 500, 500}; !slices.Equal(sizes, want) {
 		t.Errorf("full, fast claims: sizes %v; want %v", sizes, want)
 	}
 	if got := claim(r, 500, 200*time.Millisecond, nil); got != 500 {

@@ -111,8 +111,10 @@ func LeaseFor(d time.Duration) core.Option {
 // BatchSize sets how many rows one claim takes. The claimed rows wait for free workers, their
 // leases extended, and in the row-lock form all of them settle with one commit. By default a
 // claim takes 10 rows per worker, at most 100; in the lease and row-lock forms that is the base
-// from which claims grow: they double while they come back full and the workers get through
-// each in under 100 ms, up to DefaultMaxBatch (or the FlushLimits maximum, when smaller), and halve back towards the base when they take
+// from which claims grow: while they come back full and the workers get through each in
+// under 100 ms, each claim makes the next as large as what the workers would get through in
+// 100 ms at the rate they showed (at least twice, at most eight times as large), up to
+// DefaultMaxBatch (or the FlushLimits maximum, when smaller), and halve back towards the base when they take
 // over 400 ms (the lease form also when they come back less than half full), so fast handlers
 // share a claim's transaction among many rows and slow ones hold few. A BatchSize fixes the
 // size. (The row-lock form always starts a process at one row and doubles from there, so that
