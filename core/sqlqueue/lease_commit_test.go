@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/coretest"
 )
 
@@ -46,26 +47,14 @@ func TestClaimCommitFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := coretest.NewRecorder(t)
-	app := core.New(core.WithoutSignals(), core.WithLogger(discardLogger()), core.WithObserver(rec.Observe))
 	var mu sync.Mutex
 	handled := map[string]int{}
-	if err := core.Subscribe(app, ep, func(ctx context.Context, m *core.Message[[]byte]) error {
+	ss := drainMem(t, ep, 2*batch, func(ctx context.Context, m *core.Message[[]byte]) error {
 		mu.Lock()
 		handled[m.ID()]++
 		mu.Unlock()
 		return nil
-	}, core.WithCodec(core.Raw), BatchSize(batch), FlushLimits(batch, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- app.Run(ctx) }()
-	ss := rec.WaitSettled(2 * batch)
-	cancel()
-	if err := <-ran; err != nil {
-		t.Fatal(err)
-	}
+	}, BatchSize(batch), FlushLimits(batch, time.Hour))
 	failed, ok := 0, 0
 	for _, s := range ss {
 		id, _ := strconv.Atoi(s.Delivery.ID())
@@ -107,23 +96,25 @@ func TestClaimsReportInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := coretest.NewRecorder(t)
-	app := core.New(core.WithoutSignals(), core.WithLogger(discardLogger()), core.WithObserver(rec.Observe))
-	if err := core.Subscribe(app, ep, func(ctx context.Context, m *core.Message[[]byte]) error { return nil },
-		core.WithCodec(core.Raw), BatchSize(batch), FlushLimits(batch, time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- app.Run(ctx) }()
-	ss := rec.WaitSettled(batch * claims)
-	cancel()
-	if err := <-ran; err != nil {
-		t.Fatal(err)
-	}
+	ss := drainMem(t, ep, batch*claims, func(ctx context.Context, m *core.Message[[]byte]) error { return nil },
+		BatchSize(batch), FlushLimits(batch, time.Hour))
 	for i, s := range ss {
 		if s.Err != nil || s.Delivery.ID() != strconv.Itoa(i+1) {
 			t.Fatalf("settlement %d: %s (error %v); want row %d settled, the rows in order", i, s.Delivery.ID(), s.Err, i+1)
 		}
 	}
+}
+
+// drainMem runs handler on ep (an in-memory database's queue) in a coretest.Harness on the real
+// clock until n settlements, stops the App and returns the settlements.
+func drainMem(t *testing.T, ep core.Endpoint, n int, handler core.Handler[[]byte], opts ...core.Option) []core.Settlement {
+	t.Helper()
+	h := coretest.New(t, core.WithClock(clock.Real()))
+	if err := core.Subscribe(h.App, ep, handler, append([]core.Option{core.WithCodec(core.Raw)}, opts...)...); err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	ss := h.WaitSettled(n)
+	h.Stop()
+	return ss
 }
