@@ -34,6 +34,9 @@ func rabbitBroker(t *testing.T, url string) *amqp.Broker {
 // closes: cleanups run last in, first out).
 func deleteAfter(t *testing.T, url string, recs ...**recordingTopics) {
 	t.Cleanup(func() {
+		if t.Skipped() { // no broker: nothing was declared
+			return
+		}
 		conn, err := amqp091.Dial(url)
 		if err != nil {
 			t.Errorf("cleanup: %v", err)
