@@ -71,7 +71,6 @@ type myProxy struct {
 	ln       net.Listener
 	upstream string
 	stats    tally
-	conns    sync.WaitGroup
 }
 
 func newMyProxy(upstream string) (*myProxy, error) {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
@@ -204,9 +203,6 @@ func (e *env) standard(name string) {
 	}
 	e.exec(ddl)
 }
-
-// ident quotes a name.
-func ident(s ...string) string { return pgx.Identifier(s).Sanitize() }
 
 // testLogger discards logs unless SETTLE_TEST_LOG=1.
 func testLogger() *slog.Logger {

@@ -29,9 +29,6 @@ import (
 // off, by Serve's own watch of its parent. Both host and plugin inherit the write end of a
 // pipe, so the test's read end reaches EOF exactly when neither process is left.
 func TestPluginDiesWithItsHost(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("the host's pipe is inherited through fd 3, a Unix notion")
-	}
 	t.Parallel()
 	for _, c := range []struct{ name, mode string }{
 		{"death signal", "host"},

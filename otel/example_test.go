@@ -49,7 +49,7 @@ func Example() {
 	for _, a := range s.Attributes {
 		switch a.Key {
 		case "messaging.system", "messaging.destination.name", "settle.attempt", "settle.handler", "settle.outcome", "settle.result":
-			fmt.Printf("  %s=%s\n", a.Key, a.Value.Emit())
+			fmt.Printf("  %s=%s\n", a.Key, a.Value.String())
 		}
 	}
 	// Output:

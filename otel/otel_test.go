@@ -85,7 +85,7 @@ func (r *rig) span(id string, attempt int) tracetest.SpanStub {
 func attrs(kv []attribute.KeyValue) map[string]string {
 	m := make(map[string]string, len(kv))
 	for _, a := range kv {
-		m[string(a.Key)] = a.Value.Emit()
+		m[string(a.Key)] = a.Value.String()
 	}
 	return m
 }

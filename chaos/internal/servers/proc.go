@@ -191,22 +191,6 @@ func FreePort(lo, hi int) (int, error) {
 	return 0, fmt.Errorf("no free port in %d-%d on 127.0.0.1 (a chaos run still going, or servers left behind?)", lo, hi)
 }
 
-// waitTCP waits up to d until something accepts connections on 127.0.0.1:port.
-func waitTCP(port int, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("nothing accepted connections on 127.0.0.1:%d within %v", port, d)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // runAs returns the credential to run a server as the named system user when this process is
 // root (servers that refuse to run as root), and nil otherwise.
 func runAs(name string) (*syscall.Credential, *user.User, error) {

@@ -93,12 +93,6 @@ func (s *state) finishedCount() int {
 	return len(s.finished)
 }
 
-func (s *state) settledCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.settled
-}
-
 func (s *state) isReady(pid int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

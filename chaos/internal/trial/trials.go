@@ -161,8 +161,6 @@ func List() []*Trial {
 // issue and the checks it is expected to fail; a failure in any other check is a FAIL, and a
 // marked trial that passes is an XPASS (remove its mark).
 
-func cats(c ...chaos.Category) []chaos.Category { return c }
-
 // The crash-neighbour defect (issue 14: every row a crashed process had claimed was charged an
 // attempt, so rows that never failed were dead-lettered after three crashes) is fixed in every
 // SQL form: a row whose claim lapsed is taken again alone, as core.Suspect. The row-lock form's

@@ -106,13 +106,6 @@ func (w *worker) restart() error {
 	return w.start()
 }
 
-// pid is the current process's id.
-func (w *worker) pid() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.proc.Pid()
-}
-
 // terminate stops the worker for good: SIGTERM (a graceful stop), then SIGKILL of its whole
 // group when it has not exited within grace. It reports whether the stop was graceful.
 func (w *worker) terminate(grace time.Duration) bool {
