@@ -10,7 +10,9 @@
 #   - builds and runs it: it publishes a message, acknowledges it and checks what the backend holds
 #     (SQLite in a temporary file; the real RabbitMQ at SETTLE_TEST_AMQP_URL),
 #   - fails if any settle module resolves to a version other than VERSION, through a replace, or
-#     to a version the proxy does not hold (the v0.0.0 that no tag backs).
+#     to a version the proxy does not hold (the v0.0.0 that no tag backs);
+# and installs the CLI as an operator does (go install cmd/settle@VERSION, with cgo and without),
+# which then reads the SQLite program's queue.
 # Under SETTLE_REQUIRE_SERVERS=1 an unreachable RabbitMQ fails the run; otherwise its program is
 # skipped with the address tried. Everything is made under one temporary folder, removed at exit,
 # except the consumers' module cache: it is kept (in $XDG_CACHE_HOME or ~/.cache, settle's own
@@ -121,6 +123,33 @@ consume() {
 
 consume sqlite dialect-sqlite "$work/sqlite/queue.db"
 CGO_ENABLED=0 consume sqlitepure dialect-sqlite-purego "$work/sqlitepure/queue.db" # no C compiler needed
+
+# install_cli CGO: an operator's `go install github.com/settlehq/settle/cmd/settle@VERSION`, with cgo
+# on or off (no C compiler: the CLI then reads SQLite through dialect-sqlite-purego), which must
+# build from the published modules alone (no replace line may be in the command's go.mod), then
+# `settle stats` on the SQLite file the sqlite program made.
+install_cli() {
+	local cgo=$1 bin="$work/cli$1"
+	(
+		export "${consumer_env[@]}"
+		export GOFLAGS= GOBIN="$bin" CGO_ENABLED="$cgo"
+		cd "$work"
+		go install "$prefix/cmd/settle@$version" >"$work/cli$cgo.log" 2>&1 || { cat "$work/cli$cgo.log"; exit 1; }
+	) || { echo "consumer: go install $prefix/cmd/settle@$version (CGO_ENABLED=$cgo) failed" >&2; return 1; }
+	"$bin/settle" --help | grep -q "through dialect-sqlite$([ "$cgo" = 0 ] && echo -purego)" || {
+		echo "consumer: the CLI built with CGO_ENABLED=$cgo does not read SQLite through the dialect it should" >&2
+		return 1
+	}
+	"$bin/settle" stats --dsn "sqlite://$work/sqlite/queue.db" --table jobs --queue emails --dead emails.dead >"$work/cli$cgo.out" || {
+		cat "$work/cli$cgo.out"
+		echo "consumer: settle stats (CGO_ENABLED=$cgo) failed on the sqlite program's database" >&2
+		return 1
+	}
+	grep -q '^ *emails ' "$work/cli$cgo.out" || { cat "$work/cli$cgo.out"; echo "consumer: settle stats printed no row for the queue" >&2; return 1; }
+	echo "consumer: go install cmd/settle@$version with CGO_ENABLED=$cgo; settle stats read the sqlite program's queue"
+}
+install_cli 1
+install_cli 0
 
 if (exec 3<>"/dev/tcp/$(sed -E 's|^[a-z]+://([^@]*@)?([^:/]+).*|\2|' <<<"$amqp_url")/$(sed -E 's|^[a-z]+://([^@]*@)?[^:/]+:?([0-9]*).*|\2|' <<<"$amqp_url" | sed 's/^$/5672/')") 2>/dev/null; then
 	consume amqp transport-amqp "$amqp_url"

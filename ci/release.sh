@@ -4,8 +4,9 @@
 # Each module requires its siblings at VERSION (github.com/settlehq/settle/core VERSION, …): the
 # version a user's `go get` resolves, since a dependency's replace lines are ignored. The replace
 # lines stay, for builds of one module outside the workspace; go.work joins the modules for local
-# work. The script rewrites those requirements in every go.mod, checks that every module still
-# builds inside the workspace and alone (GOWORK=off, through its replace lines), and prints the
+# work (cmd/settle has none: go install refuses them). The script rewrites those requirements in
+# every go.mod, checks that every module still builds inside the workspace and alone (GOWORK=off,
+# through its replace lines), and prints the
 # tags to create, one per module, named by the module's folder: core/VERSION,
 # dialect-postgres/VERSION, …  It creates no tag and no commit: see docs/releasing.md.
 #
@@ -60,9 +61,14 @@ for dir in "${dirs[@]}"; do
 	}
 done
 
-# Every module builds in the workspace and on its own.
+# Every module builds in the workspace, and on its own through its replace lines. A module with no
+# replace line to a sibling is a program to go install (cmd/settle: go install refuses replace
+# lines); outside the workspace it builds only once the siblings are tagged, which
+# ci/consumer.sh checks from a local proxy of the tree.
 for dir in "${dirs[@]}"; do
-	(cd "$dir" && go build ./... && GOWORK=off go build ./...) || {
+	alone="GOWORK=off go build ./..."
+	grep -q '=> \.\./' "$dir/go.mod" || alone=true
+	(cd "$dir" && go build ./... && eval "$alone") || {
 		echo "ci/release.sh: ${dir#"$root/"} does not build at $version (outside the workspace: run GOWORK=off go mod tidy in it)" >&2
 		exit 1
 	}

@@ -11,8 +11,21 @@ require (
 	github.com/settlehq/settle/dialect-mysql v0.1.0
 	github.com/settlehq/settle/dialect-postgres v0.1.0
 	github.com/settlehq/settle/dialect-sqlite v0.1.0
+	github.com/settlehq/settle/dialect-sqlite-purego v0.1.0
 	github.com/settlehq/settle/transport-amqp v0.1.0
 	github.com/settlehq/settle/transport-nats v0.1.0
+)
+
+require (
+	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	modernc.org/libc v1.80.1 // indirect
+	modernc.org/mathutil v1.7.1 // indirect
+	modernc.org/memory v1.12.1 // indirect
+	modernc.org/sqlite v1.62.0 // indirect
 )
 
 require (
@@ -31,13 +44,4 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-)
-
-replace (
-	github.com/settlehq/settle/core => ../../core
-	github.com/settlehq/settle/dialect-mysql => ../../dialect-mysql
-	github.com/settlehq/settle/dialect-postgres => ../../dialect-postgres
-	github.com/settlehq/settle/dialect-sqlite => ../../dialect-sqlite
-	github.com/settlehq/settle/transport-amqp => ../../transport-amqp
-	github.com/settlehq/settle/transport-nats => ../../transport-nats
 )

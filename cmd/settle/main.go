@@ -111,6 +111,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch cmd {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
+		fmt.Fprintf(stdout, "\nThis build reads SQLite files through %s.\n", sqliteDialect)
 		return nil
 	case "stats":
 		return cmdStats(ctx, rest, stdout, stderr)

@@ -16,7 +16,6 @@ import (
 	"github.com/settlehq/settle/core/sqlqueue"
 	mysql "github.com/settlehq/settle/dialect-mysql"
 	postgres "github.com/settlehq/settle/dialect-postgres"
-	sqlite "github.com/settlehq/settle/dialect-sqlite"
 	amqp "github.com/settlehq/settle/transport-amqp"
 	natsjs "github.com/settlehq/settle/transport-nats"
 )
@@ -211,11 +210,9 @@ func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
 			// sqlite.Open would create an empty database: an operator's typo must not.
 			return nil, nil, unreachable(t, fmt.Errorf("no database file at %s (settle does not create one)", path))
 		}
-		db, err := sqlite.Open(ctx, path)
-		if err != nil {
+		if s, err = openSQLite(ctx, path); err != nil {
 			return nil, nil, unreachable(t, err)
 		}
-		s = sqlDB{db.Dialect(), db.Queue(), db}
 	case "postgres":
 		db, err := postgres.Open(ctx, t.dsn)
 		if err != nil {

@@ -1,0 +1,24 @@
+//go:build !cgo
+
+package main
+
+import (
+	"context"
+
+	sqlite "github.com/settlehq/settle/dialect-sqlite-purego"
+)
+
+// A build without cgo reads SQLite files through dialect-sqlite-purego (modernc.org/sqlite,
+// pure Go); one with cgo through dialect-sqlite (sqlite_cgo.go).
+
+// sqliteDialect names the SQLite dialect of the build.
+const sqliteDialect = "dialect-sqlite-purego (no cgo)"
+
+// openSQLite opens the SQLite database file at path.
+func openSQLite(ctx context.Context, path string) (sqlDB, error) {
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return sqlDB{}, err
+	}
+	return sqlDB{db.Dialect(), db.Queue(), db}, nil
+}
