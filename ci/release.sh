@@ -66,9 +66,7 @@ done
 # lines); outside the workspace it builds only once the siblings are tagged, which
 # ci/consumer.sh checks from a local proxy of the tree.
 for dir in "${dirs[@]}"; do
-	alone="GOWORK=off go build ./..."
-	grep -q '=> \.\./' "$dir/go.mod" || alone=true
-	(cd "$dir" && go build ./... && eval "$alone") || {
+	(cd "$dir" && go build ./... && { ! grep -q '=> \.\./' go.mod || GOWORK=off go build ./...; }) || {
 		echo "ci/release.sh: ${dir#"$root/"} does not build at $version (outside the workspace: run GOWORK=off go mod tidy in it)" >&2
 		exit 1
 	}

@@ -16,9 +16,5 @@ const sqliteDialect = "dialect-sqlite-purego (no cgo)"
 
 // openSQLite opens the SQLite database file at path.
 func openSQLite(ctx context.Context, path string) (sqlDB, error) {
-	db, err := sqlite.Open(ctx, path)
-	if err != nil {
-		return sqlDB{}, err
-	}
-	return sqlDB{db.Dialect(), db.Queue(), db}, nil
+	return sqlDBOf(sqlite.Open(ctx, path))
 }

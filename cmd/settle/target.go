@@ -191,6 +191,21 @@ type sqlDB struct {
 	closer io.Closer
 }
 
+// sqliteFile is what both SQLite dialects' *DB offer (sqlite_cgo.go, sqlite_purego.go).
+type sqliteFile interface {
+	Dialect() sqlqueue.Dialect
+	Queue() sqlqueue.DB
+	Close() error
+}
+
+// sqlDBOf is the sqlDB of an SQLite dialect's Open.
+func sqlDBOf[D sqliteFile](db D, err error) (sqlDB, error) {
+	if err != nil {
+		return sqlDB{}, err
+	}
+	return sqlDB{db.Dialect(), db.Queue(), db}, nil
+}
+
 func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
 	if t.table == "" {
 		return nil, nil, usageErr("a %s target needs its queue table (--table or SETTLE_TABLE)", t.kind)

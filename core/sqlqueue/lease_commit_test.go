@@ -23,18 +23,22 @@ type commitFailDB struct {
 
 var errCommit = errors.New("commit refused")
 
-func (m *commitFailDB) Begin(context.Context) (Transaction, error) { return commitFailTx{m}, nil }
+func (m *commitFailDB) Begin(context.Context) (Transaction, error) {
+	return commitFailTx{memTx{&m.memDB}, m}, nil
+}
 
-type commitFailTx struct{ *commitFailDB }
+// commitFailTx is memTx whose Commit counts the DB's commits.
+type commitFailTx struct {
+	memTx
+	db *commitFailDB
+}
 
 func (tx commitFailTx) Commit(context.Context) error {
-	if tx.commits.Add(1) == tx.failAt {
+	if tx.db.commits.Add(1) == tx.db.failAt {
 		return errCommit
 	}
 	return nil
 }
-func (commitFailTx) Rollback(context.Context) error { return nil }
-func (commitFailTx) Unwrap() any                    { return nil }
 
 // TestClaimCommitFails: a claim cycle whose commit fails hands none of the rows it claimed out,
 // and reports the settlements that went with it as failed; the claims go on after it, and the
