@@ -38,13 +38,31 @@ import (
 // SETTLE_BENCH_SQLITE_N rows (default 20000). SETTLE_BENCH_SQLITE_TRACE_NOCTX=1 hands the
 // driver's BEGIN and Exec a context that never ends (an experiment: the driver then runs them
 // without a goroutine of its own). BenchmarkSQLiteSettleOnly and BenchmarkSQLiteRawOnly drain
-// without the counting driver, b.N times each, for profiles (-cpuprofile, -trace).
+// without the counting driver, b.N times each, for profiles (-cpuprofile, -trace); the raw one
+// claims SETTLE_BENCH_SQLITE_B rows at a time (default 100).
 
 // stmtCounter counts what the counting driver sees.
 type stmtCounter struct {
-	mu sync.Mutex
-	n  map[string]int
-	d  map[string]time.Duration
+	mu   sync.Mutex
+	n    map[string]int
+	d    map[string]time.Duration
+	last time.Time // when the last transaction ended (zero: none yet)
+}
+
+// between adds the time since the last transaction ended to "between-tx": the time the
+// database had no transaction open in the middle of the drain.
+func (c *stmtCounter) between(now time.Time) {
+	c.mu.Lock()
+	if !c.last.IsZero() {
+		c.d["between-tx"] += now.Sub(c.last)
+	}
+	c.mu.Unlock()
+}
+
+func (c *stmtCounter) ended(now time.Time) {
+	c.mu.Lock()
+	c.last = now
+	c.mu.Unlock()
 }
 
 func (c *stmtCounter) time(kind string, d time.Duration) {
@@ -112,6 +130,7 @@ func (c *countConn) Begin() (driver.Tx, error) {
 func (c *countConn) BeginTx(ctx context.Context, o driver.TxOptions) (driver.Tx, error) {
 	traceCounter.add("begin", fmt.Sprintf("conn %p", c))
 	t0 := time.Now()
+	traceCounter.between(t0)
 	if noCtx {
 		ctx = context.Background()
 	}
@@ -147,8 +166,10 @@ func (t countTx) Commit() error {
 	traceCounter.add("commit", "")
 	t0 := time.Now()
 	err := t.tx.Commit()
-	traceCounter.time("commit", time.Since(t0))
-	traceCounter.time("in-tx", time.Since(t.start))
+	end := time.Now()
+	traceCounter.time("commit", end.Sub(t0))
+	traceCounter.time("in-tx", end.Sub(t.start))
+	traceCounter.ended(end)
 	return err
 }
 func (t countTx) Rollback() error { traceCounter.add("rollback", ""); return t.tx.Rollback() }
@@ -181,6 +202,7 @@ func BenchmarkSQLiteTrace(b *testing.B) {
 	seedSQLite(b, db, n)
 	traceCounter.n = map[string]int{}
 	traceCounter.d = map[string]time.Duration{}
+	traceCounter.last = time.Time{}
 	var settled atomic.Int64
 	done := make(chan struct{})
 	app := core.New(core.WithoutSignals(), core.WithLogger(slog.New(slog.DiscardHandler)), core.WithObserver(func(s core.Settlement) {
@@ -209,7 +231,11 @@ func BenchmarkSQLiteTrace(b *testing.B) {
 func BenchmarkSQLiteTraceRaw(b *testing.B) {
 	n := envInt(b, "SETTLE_BENCH_SQLITE_N", 20000)
 	db := openCounting(b)
-	rate := rawSQLiteLeaseOn(b, db, n, envInt(b, "SETTLE_BENCH_SQLITE_B", 100), func() { traceCounter.n = map[string]int{}; traceCounter.d = map[string]time.Duration{} })
+	rate := rawSQLiteLeaseOn(b, db, n, envInt(b, "SETTLE_BENCH_SQLITE_B", 100), func() {
+		traceCounter.n = map[string]int{}
+		traceCounter.d = map[string]time.Duration{}
+		traceCounter.last = time.Time{}
+	})
 	traceCounter.report(b, fmt.Sprintf("raw (%.0f msgs/s)", rate), n)
 }
 
@@ -224,6 +250,6 @@ func BenchmarkSQLiteSettleOnly(b *testing.B) {
 func BenchmarkSQLiteRawOnly(b *testing.B) {
 	n := envInt(b, "SETTLE_BENCH_SQLITE_N", 20000)
 	for range b.N {
-		fmt.Fprintf(os.Stderr, "raw %.0f\n", rawSQLiteLease(b, n, 100))
+		fmt.Fprintf(os.Stderr, "raw %.0f\n", rawSQLiteLease(b, n, envInt(b, "SETTLE_BENCH_SQLITE_B", 100)))
 	}
 }
