@@ -21,6 +21,12 @@ func (*dialect) LockClause(skip bool) string {
 	return " FOR UPDATE"
 }
 
+// LocksOnlyReturnedRows reports that FOR UPDATE locks only the rows a SELECT returns
+// (sqlqueue.ReturnedRowLocks): the engine looks for lapsed rows beside its own claims.
+func (*dialect) LocksOnlyReturnedRows() bool { return true }
+
+var _ sqlqueue.ReturnedRowLocks = (*dialect)(nil)
+
 // LockTimeout sets lock_timeout (in milliseconds, at least 1) for the current transaction
 // (set_config with is_local, which also holds in the implicit transaction of a pipeline), or
 // with session for the session.

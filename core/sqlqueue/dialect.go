@@ -356,6 +356,16 @@ type RowLocking interface {
 	LockTimeout(d time.Duration, session bool) string
 }
 
+// ReturnedRowLocks is an optional interface of a RowLocking dialect whose locking reads lock
+// only the rows they return (PostgreSQL), where InnoDB's lock every row they examine until the
+// transaction ends. The engine then looks for lapsed rows (a locking read that skips held rows)
+// in the background, beside its own claims, instead of between them: a claim of its own cannot
+// hide a lapsed row from that look. Without it a RowLocking dialect's look runs between claims.
+type ReturnedRowLocks interface {
+	// LocksOnlyReturnedRows reports that LockClause locks only the rows a SELECT returns.
+	LocksOnlyReturnedRows() bool
+}
+
 // TableIdentity is an optional interface of an AdvisoryDialect whose tables can be spelled
 // several ways: with or without the schema (database) unqualified names resolve to, or in
 // another case where the server folds it. The advisory form names every key after the table,

@@ -54,7 +54,8 @@
 // core calls the delivery's Charge, a committed UPDATE, right before the handler): a process that
 // dies while the rescued row waits for the subscription's other handlers to finish charges it
 // nothing. The ordinary claim never takes a lapsed row, and a claimant looks for lapsed rows when
-// it starts and then once per half lease, with one SELECT … LIMIT 1: nothing more per claim. While
+// it starts and then once per half lease, with one SELECT … LIMIT 1 (beside its claims, except on
+// MySQL and MariaDB): nothing more per claim. While
 // lapsed rows wait, the subscription takes no ordinary row until its handlers are done, for at most
 // a second; then it takes ordinary rows for five times that before it tries again, so a handler
 // that runs long does not stop the subscription. Rows claimed but never handed to a handler when a

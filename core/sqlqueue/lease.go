@@ -15,7 +15,9 @@ import (
 // each in its own file and each free to wait on the database without holding up the others:
 //
 //   - claiming (lease_claim.go): Next hands out claimed deliveries and, when none is left,
-//     settles what has finished and claims the next batch in one transaction;
+//     settles what has finished and claims the next batch in one transaction; while claims
+//     come back full and fast, a claimer goroutine runs those cycles one claim ahead of the
+//     workers instead (lease_ahead.go);
 //   - settling (lease_settle.go): Finish queues a finished delivery, and the settler goroutine
 //     flushes the queue in grouped transactions when a claim's worth has finished, when every
 //     claimed delivery has and no claim cycle is coming, or after the linger;
@@ -48,11 +50,26 @@ type lease struct {
 	lapsed   bool       // this cycle's claim takes a lapsed row
 	rescueAt time.Time  // when to look for lapsed rows again
 	rescueBy time.Time  // how long to wait for the handlers before a rescue claim
+	look     lapsedLook // the look for lapsed rows
 	busy     unfinished // claimed, not yet finished
 	// the automatic claim size (no BatchSize; lease_claim.go's adapt): size is read by the
 	// settler too, lastClaim by Next only
 	size      atomic.Int32
 	lastClaim time.Time
+	// claiming ahead (lease_ahead.go): mayAhead is set by the cycles (adapt), ahead and
+	// unreported are Next's; pending, pendingDone, hasPending, waiting and awaitTake are under
+	// srcMu
+	mayAhead    bool
+	ahead       bool             // a claimer runs, or its last cycle's outcome is not taken yet
+	results     chan aheadResult // each cycle's outcome, to Next
+	taken       chan struct{}    // Next took the pending claim (sent when awaitTake is set)
+	pending     *leaseBatch      // the claim the claimer made, until Next takes it
+	pendingDone cycleDone        // the settlements its cycle committed, unreported
+	hasPending  bool             // the claimer's last outcome is not taken yet
+	waiting     bool             // Next waits for the claimer's cycle
+	awaitTake   bool             // the claimer waits for Next to take the pending claim
+	unreported  cycleDone        // reported as Next returns (after it started the claimer)
+	aheads      sync.WaitGroup   // the claimer, while it runs
 
 	mu          sync.Mutex
 	batches     []*leaseBatch
@@ -65,9 +82,10 @@ type lease struct {
 	signal chan struct{}
 	// what the settler needs to know to leave a claim cycle's work to it (lease_settle.go's
 	// flushDueLocked), under qmu
-	timing  bool // the settler's linger timer is armed for what is queued
-	idle    bool // Next waits for rows: no claim cycle is coming before a wake-up or the poll
-	stopped bool // the subscription stopped pulling: no claim cycle is coming at all
+	timing   bool // the settler's linger timer is armed for what is queued
+	idle     bool // Next waits for rows: no claim cycle is coming before a wake-up or the poll
+	stopped  bool // the subscription stopped pulling: no claim cycle is coming at all
+	claiming bool // a claimer runs ahead of the workers (lease_ahead.go): its next cycle takes what is queued
 
 	stop    chan struct{}
 	running sync.WaitGroup // the settler and the extender
@@ -88,8 +106,10 @@ type item struct {
 }
 
 func newLease(rt *runtime) *lease {
-	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{})}
+	l := &lease{rt: rt, signal: make(chan struct{}, 1), stop: make(chan struct{}),
+		results: make(chan aheadResult, 1), taken: make(chan struct{}, 1)}
 	l.busy.idle = make(chan struct{}, 1)
+	l.look.inline = rt.lookInline
 	l.size.Store(int32(rt.cfg.batch))
 	if pl, ok := rt.db.(Pipeliner); ok && rt.cfg.events[EventClaim] == nil {
 		if sc, ok := rt.claim.(*stmtClaim); ok {
@@ -126,6 +146,9 @@ func (l *lease) next(ctx context.Context) (core.Delivery, error) {
 	// claimed but not handed out go back at once, so that what has finished settles without
 	// waiting for them.
 	l.watch.Do(func() { context.AfterFunc(ctx, func() { _ = l.giveBack() }) })
+	// The settlements the last claim cycle committed are reported as Next returns: after it
+	// started the next claim ahead, if it does (lease_ahead.go).
+	defer l.reportCycle()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err // stopping: take nothing more, not even what is already claimed
@@ -134,7 +157,11 @@ func (l *lease) next(ctx context.Context) (core.Delivery, error) {
 		if l.cur != nil && l.pos < len(l.cur.ds) {
 			d := &l.cur.ds[l.pos]
 			l.pos++
+			ahead := l.pos == 1 && l.startAheadLocked()
 			l.srcMu.Unlock()
+			if ahead {
+				l.claimAhead(ctx)
+			}
 			if l.rt.sub.Options.Timeout > 0 {
 				d.mu.Lock()
 				d.handedAt = l.rt.clock.Now()
@@ -144,8 +171,21 @@ func (l *lease) next(ctx context.Context) (core.Delivery, error) {
 		}
 		l.cur = nil
 		l.srcMu.Unlock()
-		woken := l.rt.wake.wait()
-		b, err := l.cycle(ctx)
+		var woken <-chan struct{}
+		var b *leaseBatch
+		var done cycleDone
+		var err error
+		if l.ahead {
+			woken, b, done, err = l.aheadDone()
+		} else {
+			woken = l.rt.wake.wait()
+			b, done, err = l.cycle(ctx)
+		}
+		if b == nil {
+			done.report()
+		} else {
+			l.unreported = done
+		}
 		if l.rt.connLost(err) {
 			l.setIdle(true) // no claim cycle until the server answers
 			err := l.rt.awaitServer(ctx, &l.out, err)
@@ -185,21 +225,26 @@ func (l *lease) waitReady(ctx context.Context, woken <-chan struct{}) error {
 
 // cycle settles what has finished and claims: a lapsed row when one is due to be rescued
 // (lease_rescue.go), otherwise, or when there is none, the next batch.
-func (l *lease) cycle(ctx context.Context) (*leaseBatch, error) {
+//
+// The settlements the claim's transaction committed are reported by the cycleDone it returns,
+// which the caller runs once it has handed the claim over: a claim ahead (lease_ahead.go) lets
+// the workers have the next claim before it tells core about the last one's settlements.
+func (l *lease) cycle(ctx context.Context) (*leaseBatch, cycleDone, error) {
 	if err := l.rescueDue(ctx); err != nil {
-		return nil, err
+		return nil, cycleDone{}, err
 	}
 	if !l.lapsed {
 		return l.flushAndClaim(ctx)
 	}
-	b, err := l.flushAndClaim(ctx)
+	b, done, err := l.flushAndClaim(ctx)
+	done.report()
 	l.lapsed = false
 	if err != nil {
-		return nil, err
+		return nil, cycleDone{}, err
 	}
 	l.rescued(b)
 	if b != nil {
-		return b, nil
+		return b, cycleDone{}, nil
 	}
 	return l.flushAndClaim(ctx)
 }
@@ -210,6 +255,7 @@ func (l *lease) track(rows []Claimed, p ClaimParams) *leaseBatch {
 	l.claimBuf = rows[:0]
 	l.adapt(len(rows), p.Limit, p.Now)
 	if len(rows) == 0 {
+		l.rt.unspend(token)
 		return nil
 	}
 	b := &leaseBatch{ds: newDeliveries(l.rt, rows), left: len(rows)}
@@ -357,7 +403,15 @@ func (l *lease) giveBack() error {
 		}
 		l.cur = nil
 	}
+	if l.pending != nil { // claimed ahead: none of it was handed out
+		for i := range l.pending.ds {
+			rest = append(rest, &l.pending.ds[i])
+		}
+	}
+	done := l.pendingDone
+	l.takePendingLocked()
 	l.srcMu.Unlock()
+	done.report() // the claim ahead's settlements: Next may never take them now
 	if len(rest) == 0 {
 		return nil
 	}
@@ -417,6 +471,10 @@ func (l *lease) Close() error {
 	var err error
 	l.once.Do(func() {
 		err = l.giveBack()
+		// A claim ahead still running gives its rows back itself once it ends (it finds the
+		// source stopping); the settler must still be there to settle what it took.
+		l.aheads.Wait()
+		l.look.wait()
 		close(l.stop)
 		l.running.Wait()
 		l.rt.closeListen()

@@ -13,44 +13,64 @@ import (
 // commit instead of two, and the claim finds the settled rows gone instead of stepping over
 // their leases. When the settlement cannot share the claim's transaction (a lease lost in the
 // group, an error), it is flushed on its own first.
-func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
+func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, cycleDone, error) {
 	items := l.take()
 	if len(items) == 0 {
-		return l.claim(ctx)
+		b, err := l.claim(ctx)
+		return b, cycleDone{}, err
 	}
-	defer l.recycle(items)
 	rt := l.rt
 	// The settlements must not be rolled back by a cancelled claim context, and must not wait
 	// forever.
 	sctx, cancel := rt.background(ctx)
 	defer cancel()
-	if b, ok, err := l.pipelined(sctx, items); ok {
-		return b, err
+	if b, done, ok, err := l.pipelined(sctx, items); ok {
+		return b, done, err
 	}
 	tx, err := rt.begin(sctx)
 	if err != nil {
 		l.flush(items, nil)
-		return nil, err
+		l.recycle(items)
+		return nil, cycleDone{}, err
 	}
 	lost := make([]bool, len(items))
 	if err := l.settleIn(sctx, tx, items, lost, rt.now()); err != nil {
 		_ = tx.Rollback(sctx)
 		l.flush(items, err)
-		return l.claim(ctx)
+		l.recycle(items)
+		b, err := l.claim(ctx)
+		return b, cycleDone{}, err
 	}
 	p := l.params(rt.now())
 	rows, err := l.doClaim(sctx, tx, p, l.claimBuf[:0])
 	if err != nil {
 		_ = tx.Rollback(sctx)
 		l.flush(items, nil)
-		return nil, err
+		l.recycle(items)
+		return nil, cycleDone{}, err
 	}
 	if err := tx.Commit(sctx); err != nil {
 		l.report(items, lost, err)
-		return nil, err
+		l.recycle(items)
+		return nil, cycleDone{}, err
 	}
-	l.report(items, lost, nil)
-	return l.track(rows, p), nil
+	return l.track(rows, p), cycleDone{l: l, items: items, lost: lost}, nil
+}
+
+// cycleDone is the settlements a claim cycle committed with its claim, to be reported (and
+// their items recycled) once the claim is handed over.
+type cycleDone struct {
+	l     *lease
+	items []item
+	lost  []bool // nil: none lost
+}
+
+func (c cycleDone) report() {
+	if c.l == nil {
+		return
+	}
+	c.l.report(c.items, c.lost, nil)
+	c.l.recycle(c.items)
 }
 
 // pipelined settles items and claims the next batch through the DB's Pipeliner: one round
@@ -60,14 +80,14 @@ func (l *lease) flushAndClaim(ctx context.Context) (*leaseBatch, error) {
 // flushed on their own, which finds the lost one, and the claim runs by itself. Any other
 // failure (a row lock waited past the lock timeout) flushes them on their own too, so that it
 // fails only the delivery it concerns.
-func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, ok bool, err error) {
+func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, done cycleDone, ok bool, err error) {
 	rt := l.rt
 	if l.pipe == nil || l.lapsed {
-		return nil, false, nil
+		return nil, cycleDone{}, false, nil
 	}
 	for _, it := range items {
 		if !isDone(it.v.Action) {
-			return nil, false, nil
+			return nil, cycleDone{}, false, nil
 		}
 	}
 	p := l.params(rt.now())
@@ -80,16 +100,16 @@ func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, ok 
 	steps = append(steps, l.pipeClaim.step(p, &rows))
 	err = l.pipe.Pipeline(ctx, steps)
 	if err == nil {
-		l.report(items, nil, nil)
-		return l.track(rows, p), true, nil
+		return l.track(rows, p), cycleDone{l: l, items: items}, true, nil
 	}
 	if !errors.Is(err, ErrRowCount) {
 		rt.log.Warn("sqlqueue: a pipelined settle-and-claim failed; settling its deliveries on their own",
 			"queue", rt.q.name, "deliveries", len(items), "error", err)
 	}
 	l.flush(items, err)
+	l.recycle(items)
 	b, err = l.claim(ctx)
-	return b, true, err
+	return b, cycleDone{}, true, err
 }
 
 // claim claims a batch and tracks it; nil when no row is ready.
@@ -187,6 +207,7 @@ func sized(cur, base, ceiling int32, full bool, took time.Duration) int32 {
 // one to time.
 func (l *lease) adapt(got, limit int, now time.Time) {
 	rt := l.rt
+	l.mayAhead = false
 	if !rt.cfg.batchAuto || l.lapsed {
 		return
 	}
@@ -205,5 +226,7 @@ func (l *lease) adapt(got, limit int, now time.Time) {
 		}
 	default:
 		l.size.Store(sized(size, base, int32(rt.cfg.batchMax), got == limit, cycle))
+		// Full, and got through fast: the next claim may run ahead of the workers.
+		l.mayAhead = got == limit && cycle < batchCycle
 	}
 }

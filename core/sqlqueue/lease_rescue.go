@@ -23,7 +23,8 @@ import (
 // other handlers have returned — does not charge it again.
 //
 // The rescue costs nothing in the ordinary path: a claimant looks for lapsed rows when it
-// starts and then once per half lease (one SELECT … LIMIT 1); only when it finds one does it
+// starts and then once per half lease (one SELECT … LIMIT 1, in the background: the claims do
+// not wait for it, lapsed_look.go); only when it finds one does it
 // stop claiming until its handlers are done, and rescue lapsed rows one by one until there is
 // none left. It waits for its handlers at most a second (rescueWaitFor), then claims ordinary
 // rows for five times that before it tries again: a handler that runs long does not stop the
@@ -38,12 +39,17 @@ func (l *lease) rescueDue(ctx context.Context) error {
 	}
 	now := rt.clock.Now()
 	if !l.rescuing {
-		if now.Before(l.rescueAt) {
+		found, looked, err := l.look.result()
+		if !looked && !now.Before(l.rescueAt) {
+			l.rescueAt = now.Add(rt.cfg.lease / 2)
+			// A look, not the rescue claim: a claim that finds nothing would still spend a
+			// token. It runs in the background where it can (lapsed_look.go).
+			l.look.start(ctx, rt, func(ctx context.Context) (bool, error) { return l.probeLapsed(ctx, now) })
+			found, looked, err = l.look.result()
+		}
+		if !looked {
 			return nil
 		}
-		l.rescueAt = now.Add(rt.cfg.lease / 2)
-		// A look, not the rescue claim: a claim that finds nothing would still spend a token.
-		found, err := l.probeLapsed(ctx, now)
 		if err != nil || !found {
 			return err
 		}

@@ -47,7 +47,13 @@ func (l *lease) flushDueLocked(n int) bool {
 	if all {
 		return l.idle || l.stopped
 	}
-	return n >= min(l.rt.cfg.maxFlush, int(l.size.Load()))
+	limit := min(l.rt.cfg.maxFlush, int(l.size.Load()))
+	if l.claiming {
+		// A claim ahead runs (lease_ahead.go): the cycle after it takes a claim's worth as soon
+		// as the workers have handed out the claim it follows.
+		limit *= 2
+	}
+	return n >= limit
 }
 
 // setIdle records whether Next waits for rows; going idle wakes the settler when what is

@@ -122,6 +122,8 @@ type runtime struct {
 	// lockSession bound a transaction's and a dedicated connection's row-lock waits.
 	rowLocks            RowLocking
 	lockTx, lockSession string
+	// lookInline: the look for lapsed rows runs between claims, not beside them (lapsed_look.go)
+	lookInline bool
 
 	lastToken atomic.Int64 // lease: the last token stamped, in microseconds
 
@@ -171,6 +173,8 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 	if rl, ok := q.d.(RowLocking); ok {
 		rt.rowLocks = rl
 		rt.lockTx, rt.lockSession = rl.LockTimeout(cfg.lockWait, false), rl.LockTimeout(cfg.lockWait, true)
+		exact, ok := q.d.(ReturnedRowLocks)
+		rt.lookInline = !ok || !exact.LocksOnlyReturnedRows()
 	}
 	if err := rt.check(ctx); err != nil {
 		return nil, nil, err
@@ -361,6 +365,15 @@ func (rt *runtime) nextToken(t time.Time) time.Time {
 			return time.UnixMicro(n).UTC()
 		}
 	}
+}
+
+// unspend gives back token, the last one nextToken made, after its claim stamped no row: the
+// next claim may use it. (A look for lapsed rows runs beside the claims, so that a claimant
+// whose first claim finds only lapsed rows then rescues one with the token it would have taken
+// had it looked first.)
+func (rt *runtime) unspend(token time.Time) {
+	n := token.UnixMicro()
+	rt.lastToken.CompareAndSwap(n, n-1)
 }
 
 // keyPrefix starts every advisory key of the queue's rows: the table's name (canonical, from

@@ -35,9 +35,15 @@ type rowLock struct {
 	// gives rows back abandoned (rowlock_claim.go).
 	size atomic.Int32
 
+	// claiming ahead (rowlock_ahead.go): mayAhead is set as claims end, ahead by Next
+	mayAhead atomic.Bool
+	ahead    chan claimResult // the claim ahead's outcome; nil when none runs
+	aheads   sync.WaitGroup   // the claim ahead, while it runs
+
 	// the rescue of lapsed claims (rowlock_rescue.go); rescuing and rescueBy are Next's only
 	rescuing bool
 	rescueBy time.Time
+	look     lapsedLook // the look for lapsed rows
 
 	mu       sync.Mutex
 	busy     unfinished // claimed rows not yet finished; wakes ready when none is left
@@ -66,6 +72,9 @@ type rlBatch struct {
 func newRowLock(rt *runtime) *rowLock {
 	g, ok := rt.d.(GroupedRowLock)
 	r := &rowLock{rt: rt, group: ok && g.GroupRowLockSettlements(), ready: make(chan struct{}, 1)}
+	// In line always: the claimant's own counted claim marks its rows in one transaction and
+	// locks them in the next, and a look beside it would take them for lapsed in between.
+	r.look.inline = true
 	if sc, ok := rt.claim.(*stmtClaim); ok {
 		r.ownLock = sc.locks
 	}
@@ -92,11 +101,21 @@ func (r *rowLock) Next(ctx context.Context) (core.Delivery, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err // stopping: take nothing more, not even what is already claimed
 		}
-		if d := r.handOut(); d != nil {
+		if d, first := r.handOut(); d != nil {
+			if first && r.startAhead(d.rb) {
+				r.claimAhead(ctx)
+			}
 			return d, nil
 		}
-		woken := r.rt.wake.wait()
-		n, err := r.claim(ctx)
+		var woken <-chan struct{}
+		var n int
+		var err error
+		if r.ahead != nil {
+			woken, n, err = r.aheadDone()
+		} else {
+			woken = r.rt.wake.wait()
+			n, err = r.claim(ctx)
+		}
 		if r.rt.connLost(err) {
 			if err := r.rt.awaitServer(ctx, &r.out, err); err != nil {
 				return nil, err
@@ -116,8 +135,9 @@ func (r *rowLock) Next(ctx context.Context) (core.Delivery, error) {
 	}
 }
 
-// handOut returns the next row of an open batch, if one may go.
-func (r *rowLock) handOut() *delivery {
+// handOut returns the next row of an open batch, if one may go; first says it is its batch's
+// first.
+func (r *rowLock) handOut() (d *delivery, first bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, b := range r.batches {
@@ -132,10 +152,11 @@ func (r *rowLock) handOut() *delivery {
 		if b.next == len(b.ds) {
 			r.batches = append(r.batches[:i], r.batches[i+1:]...)
 		}
+		first := b.next == 1
 		b.mu.Unlock()
-		return d
+		return d, first
 	}
-	return nil
+	return nil, false
 }
 
 // stop gives back, at once, the rows of every open claim that were never handed out: they are
@@ -412,6 +433,8 @@ func (r *rowLock) holdFailed(b *rlBatch, err error) {
 // claim with nothing else in flight rolls back.
 func (r *rowLock) Close() error {
 	r.stop()
+	r.aheads.Wait() // a claim ahead finds the source stopping and gives its rows back
+	r.look.wait()
 	r.rt.closeListen()
 	return nil
 }

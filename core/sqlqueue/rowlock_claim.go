@@ -223,6 +223,9 @@ func (r *rowLock) adapt(b *rlBatch, err error) {
 	rt := r.rt
 	base := int32(rt.cfg.batch)
 	took := rt.now().Sub(b.at)
+	// Full, clean and got through fast, past the ramp: the next claim may run ahead of the
+	// workers (rowlock_ahead.go).
+	r.mayAhead.Store(clean && rt.cfg.batchAuto && b.full && !b.ds[0].counted && took < batchCycle && r.size.Load() >= base)
 	for {
 		cur := r.size.Load()
 		next := max(cur/2, 1)

@@ -111,6 +111,105 @@ func givenBackUncounted(t *testing.T, f *Fixture) {
 	}
 }
 
+// givenBackAhead: the rows of a claim made ahead of the workers (lease form, the automatic
+// claim size: lease_ahead.go) and never handed out are released when the App stops, with the
+// attempt their claim counted taken back, like the unhanded rows of the claim being handled.
+// The first claim (10 rows) comes back full and fast, so the second (20 rows) runs the next
+// one ahead as it hands out its first row, whose handler holds until the App stops.
+func givenBackAhead(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb, p := e.deletingQueue()
+	const n = 60
+	for i := range n {
+		e.publish(p, Refund{Amount: i})
+	}
+	ahead := e.tap.watch("sqlqueue: claimed ahead of the workers")
+	entered := make(chan int, n)
+	release := make(chan struct{})
+	a := e.app(nil)
+	subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormLease), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		entered <- m.Payload.Amount
+		if m.Payload.Amount == 10 {
+			<-release
+		}
+		return nil
+	}, sqlqueue.FlushLimits(100, 0), core.Workers(1))
+	stop := e.run(a)
+	for want := range 11 {
+		if got := waitFor(t, entered, "the first claim's rows and the second's first"); got != want {
+			t.Fatalf("handled amount %d; want %d", got, want)
+		}
+	}
+	r := waitFor(t, ahead, "a claim ahead of the workers")
+	if rows := attr(r, "rows").Int64(); rows != n-30 {
+		t.Errorf("the claim ahead took %d rows; want the %d left after the first two claims", rows, n-30)
+	}
+	e.stopWhileHandling(stop, release)
+	rows := e.rows(tb)
+	if len(rows) != n-11 {
+		t.Fatalf("%d rows left; want the %d never handed out", len(rows), n-11)
+	}
+	for _, r := range rows {
+		if r.Attempt != 0 {
+			t.Errorf("row %d never handed out: attempt %d; want 0", r.ID, r.Attempt)
+		}
+		e.isNull("locked_until of a row never handed out", r.LockedUntil)
+	}
+}
+
+// givenBackAheadRowLock: the rows of a row-lock claim made ahead of the workers (the automatic
+// claim size past its ramp: rowlock_ahead.go) and never handed out are released when the App
+// stops, their attempt as it was: the handler holds on the first row it gets after a claim
+// ahead, until the App stops.
+func givenBackAheadRowLock(t *testing.T, f *Fixture) {
+	e := newEnv(t, f)
+	tb, p := e.deletingQueue()
+	const n = 400
+	for i := range n {
+		e.publish(p, Refund{Amount: i})
+	}
+	ahead := e.tap.watch("sqlqueue: claimed ahead of the workers")
+	entered := make(chan int, n)
+	release := make(chan struct{})
+	a := e.app(nil)
+	held := false
+	subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormRowLock), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
+		select {
+		case <-ahead:
+			held = true
+		default:
+		}
+		entered <- m.Payload.Amount
+		if held {
+			<-release
+		}
+		return nil
+	}, sqlqueue.FlushLimits(100, 0), core.Workers(1))
+	stop := e.run(a)
+	handled := 0
+	for {
+		waitFor(t, entered, "a row")
+		handled++
+		if held {
+			break
+		}
+		if handled == n {
+			t.Fatal("every row was handled and no claim ran ahead of the worker")
+		}
+	}
+	e.stopWhileHandling(stop, release)
+	rows := e.rows(tb)
+	if len(rows) != n-handled {
+		t.Fatalf("%d rows left; want the %d never handed out", len(rows), n-handled)
+	}
+	for _, r := range rows {
+		if r.Attempt != 0 {
+			t.Errorf("row %d never handed out: attempt %d; want 0", r.ID, r.Attempt)
+		}
+		e.isNull("locked_until of a row never handed out", r.LockedUntil)
+	}
+}
+
 // rescuedUncounted: a process whose rescue claim of a lapsed row has committed and that dies
 // before the row's handler starts charges the row nothing. The poison row's first process
 // freezes in its handler (attempt 1, its lease runs out); the second freezes the moment its
@@ -259,6 +358,7 @@ func RunCrash(t *testing.T, open Open) {
 	if f.Lease != nil {
 		t.Run("lease/neighbours", func(t *testing.T) { t.Parallel(); crashNeighbours(t, open(t)) })
 		t.Run("lease/given_back", func(t *testing.T) { t.Parallel(); givenBackUncounted(t, open(t)) })
+		t.Run("lease/given_back_ahead", func(t *testing.T) { t.Parallel(); givenBackAhead(t, open(t)) })
 		if _, ok := f.Dialect.(sqlqueue.LeaseDialect); ok {
 			t.Run("lease/rescued_uncounted", func(t *testing.T) { t.Parallel(); rescuedUncounted(t, open(t)) })
 		}
@@ -267,6 +367,7 @@ func RunCrash(t *testing.T, open Open) {
 	// crash there.)
 	if f.RowLock != nil && !sqlqueue.IsSingleWriter(f.Dialect) {
 		t.Run("rowlock/neighbours", func(t *testing.T) { t.Parallel(); crashNeighboursRowLock(t, open(t)) })
+		t.Run("rowlock/given_back_ahead", func(t *testing.T) { t.Parallel(); givenBackAheadRowLock(t, open(t)) })
 	}
 	if f.Advisory != nil {
 		t.Run("advisory/neighbours", func(t *testing.T) { t.Parallel(); crashNeighboursAdvisory(t, open(t)) })
