@@ -56,23 +56,7 @@ func (l *lease) claimer(ctx context.Context) {
 		b, done, err := l.cycle(ctx)
 		more := err == nil && b != nil && l.mayAhead && !l.rescuing
 		l.srcMu.Lock()
-		// One claim ahead at most: wait while Next has not taken the previous one.
-		for l.hasPending && !l.stopping {
-			l.awaitTake = true
-			l.srcMu.Unlock()
-			select {
-			case <-l.taken:
-			case <-ctx.Done():
-			}
-			l.srcMu.Lock()
-			if ctx.Err() != nil && !l.stopping {
-				// Stopped pulling: giveBack is on its way (it sets stopping) and takes what
-				// is pending; wait for it.
-				l.srcMu.Unlock()
-				<-l.taken
-				l.srcMu.Lock()
-			}
-		}
+		l.awaitTakenLocked(ctx) // one claim ahead at most
 		if l.stopping {
 			l.pending, l.pendingDone = b, done
 			l.srcMu.Unlock()
@@ -96,18 +80,29 @@ func (l *lease) claimer(ctx context.Context) {
 		}
 		if !waiting {
 			l.srcMu.Lock()
-			for l.hasPending && !l.stopping {
-				l.awaitTake = true
-				l.srcMu.Unlock()
-				select {
-				case <-l.taken:
-				case <-ctx.Done():
-					return // giveBack takes what is pending
-				}
-				l.srcMu.Lock()
-			}
+			l.awaitTakenLocked(ctx)
+			stopping := l.stopping
 			l.srcMu.Unlock()
+			if stopping {
+				return // giveBack took what was pending
+			}
 		}
+	}
+}
+
+// awaitTakenLocked waits, l.srcMu held, until Next has taken the pending claim or the
+// subscription stopped pulling: a cancelled ctx brings giveBack, which sets stopping and takes
+// the pending claim itself.
+func (l *lease) awaitTakenLocked(ctx context.Context) {
+	for l.hasPending && !l.stopping {
+		l.awaitTake = true
+		l.srcMu.Unlock()
+		select {
+		case <-l.taken:
+		case <-ctx.Done():
+			<-l.taken // from Next, or from giveBack, which is on its way
+		}
+		l.srcMu.Lock()
 	}
 }
 

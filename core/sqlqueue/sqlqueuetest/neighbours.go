@@ -99,13 +99,20 @@ func givenBackUncounted(t *testing.T, f *Fixture) {
 	stop := e.run(a)
 	waitFor(t, entered, "the first row")
 	e.stopWhileHandling(stop, release)
+	e.leftUntouched(tb, 3)
+}
+
+// leftUntouched checks that table tb holds the n rows never handed out, each as it was
+// published: attempt 0, no lease.
+func (e *env) leftUntouched(tb sqlqueue.Table, n int) {
+	e.t.Helper()
 	rows := e.rows(tb)
-	if len(rows) != 3 {
-		t.Fatalf("rows = %+v; want the three rows never handed out", rows)
+	if len(rows) != n {
+		e.t.Fatalf("%d rows left: %+v; want the %d never handed out", len(rows), rows, n)
 	}
 	for _, r := range rows {
 		if r.Attempt != 0 {
-			t.Errorf("row %d never handed out: attempt %d; want 0", r.ID, r.Attempt)
+			e.t.Errorf("row %d never handed out: attempt %d; want 0", r.ID, r.Attempt)
 		}
 		e.isNull("locked_until of a row never handed out", r.LockedUntil)
 	}
@@ -145,16 +152,7 @@ func givenBackAhead(t *testing.T, f *Fixture) {
 		t.Errorf("the claim ahead took %d rows; want the %d left after the first two claims", rows, n-30)
 	}
 	e.stopWhileHandling(stop, release)
-	rows := e.rows(tb)
-	if len(rows) != n-11 {
-		t.Fatalf("%d rows left; want the %d never handed out", len(rows), n-11)
-	}
-	for _, r := range rows {
-		if r.Attempt != 0 {
-			t.Errorf("row %d never handed out: attempt %d; want 0", r.ID, r.Attempt)
-		}
-		e.isNull("locked_until of a row never handed out", r.LockedUntil)
-	}
+	e.leftUntouched(tb, n-11)
 }
 
 // givenBackAheadRowLock: the rows of a row-lock claim made ahead of the workers (the automatic
@@ -198,16 +196,7 @@ func givenBackAheadRowLock(t *testing.T, f *Fixture) {
 		}
 	}
 	e.stopWhileHandling(stop, release)
-	rows := e.rows(tb)
-	if len(rows) != n-handled {
-		t.Fatalf("%d rows left; want the %d never handed out", len(rows), n-handled)
-	}
-	for _, r := range rows {
-		if r.Attempt != 0 {
-			t.Errorf("row %d never handed out: attempt %d; want 0", r.ID, r.Attempt)
-		}
-		e.isNull("locked_until of a row never handed out", r.LockedUntil)
-	}
+	e.leftUntouched(tb, n-handled)
 }
 
 // rescuedUncounted: a process whose rescue claim of a lapsed row has committed and that dies
