@@ -167,17 +167,17 @@ func givenBackAheadRowLock(t *testing.T, f *Fixture) {
 		e.publish(p, Refund{Amount: i})
 	}
 	ahead := e.tap.watch("sqlqueue: claimed ahead of the workers")
-	entered := make(chan int, n)
+	holds := make(chan bool, n) // per row handed out: whether its handler holds
 	release := make(chan struct{})
 	a := e.app(nil)
-	held := false
+	held := false // the handler's own (one worker)
 	subscribe(e, a, e.endpoint(formOf(f, sqlqueue.FormRowLock), tb, "q"), func(ctx context.Context, m *core.Message[Refund]) error {
 		select {
 		case <-ahead:
 			held = true
 		default:
 		}
-		entered <- m.Payload.Amount
+		holds <- held
 		if held {
 			<-release
 		}
@@ -186,9 +186,9 @@ func givenBackAheadRowLock(t *testing.T, f *Fixture) {
 	stop := e.run(a)
 	handled := 0
 	for {
-		waitFor(t, entered, "a row")
+		hold := waitFor(t, holds, "a row")
 		handled++
-		if held {
+		if hold {
 			break
 		}
 		if handled == n {
