@@ -116,9 +116,12 @@ func LeaseFor(d time.Duration) core.Option {
 // 100 ms at the rate they showed (at least twice, at most eight times as large), up to
 // DefaultMaxBatch (or the FlushLimits maximum, when smaller), and halve back towards the base when they take
 // over 400 ms (the lease form also when they come back less than half full), so fast handlers
-// share a claim's transaction among many rows and slow ones hold few. A BatchSize fixes the
-// size. (The row-lock form always starts a process at one row and doubles from there, so that
-// a row that crashes the process ends up claimed alone.)
+// share a claim's transaction among many rows and slow ones hold few. While claims come back
+// full and fast, the next claim is also made ahead of the workers, while they handle the
+// current one, so that they do not wait for it: a process then holds up to two claims. A
+// BatchSize fixes the size and turns claiming ahead off. (The row-lock form always starts a
+// process at one row and doubles from there, so that a row that crashes the process ends up
+// claimed alone.)
 func BatchSize(n int) core.Option {
 	return option("sqlqueue.BatchSize", func(c *config) error {
 		if n < 1 {
