@@ -43,7 +43,6 @@ type rowLock struct {
 	// the rescue of lapsed claims (rowlock_rescue.go); rescuing and rescueBy are Next's only
 	rescuing bool
 	rescueBy time.Time
-	look     lapsedLook // the look for lapsed rows
 
 	mu       sync.Mutex
 	busy     unfinished // claimed rows not yet finished; wakes ready when none is left
@@ -72,9 +71,6 @@ type rlBatch struct {
 func newRowLock(rt *runtime) *rowLock {
 	g, ok := rt.d.(GroupedRowLock)
 	r := &rowLock{rt: rt, group: ok && g.GroupRowLockSettlements(), ready: make(chan struct{}, 1)}
-	// In line always: the claimant's own counted claim marks its rows in one transaction and
-	// locks them in the next, and a look beside it would take them for lapsed in between.
-	r.look.inline = true
 	if sc, ok := rt.claim.(*stmtClaim); ok {
 		r.ownLock = sc.locks
 	}
@@ -434,7 +430,6 @@ func (r *rowLock) holdFailed(b *rlBatch, err error) {
 func (r *rowLock) Close() error {
 	r.stop()
 	r.aheads.Wait() // a claim ahead finds the source stopping and gives its rows back
-	r.look.wait()
 	r.rt.closeListen()
 	return nil
 }

@@ -32,22 +32,16 @@ func (r *rowLock) rescueDue(ctx context.Context) (take, hold bool, err error) {
 	rt := r.rt
 	now := rt.clock.Now()
 	if !r.rescuing {
-		found, looked, err := r.look.result()
-		if !looked {
-			r.mu.Lock()
-			due := !now.Before(r.rescueAt)
-			if due {
-				r.rescueAt = now.Add(rescueEvery)
-			}
-			r.mu.Unlock()
-			if due {
-				r.look.start(ctx, rt, func(ctx context.Context) (bool, error) { return r.probeLapsed(ctx, now) })
-				found, looked, err = r.look.result()
-			}
+		r.mu.Lock()
+		due := !now.Before(r.rescueAt)
+		if due {
+			r.rescueAt = now.Add(rescueEvery)
 		}
-		if !looked {
+		r.mu.Unlock()
+		if !due {
 			return false, false, nil
 		}
+		found, err := r.probeLapsed(ctx, now)
 		if err != nil || !found {
 			return false, false, err
 		}
