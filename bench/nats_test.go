@@ -182,18 +182,16 @@ func rawNATSDoubleAck(ctx context.Context, stream, _ string, batch, n int) (time
 }
 
 // settleNATS drains through a settle App: natsjs.NewQueue on the existing stream and consumer
-// (checked, not declared) fetching batches of the same size — with workers 0, as many workers
-// as the batch (the default batch is the worker count); otherwise that many workers and
-// natsjs.FetchBatch(batch) — and a handler that acknowledges.
+// (checked, not declared) and a handler that acknowledges — with workers 0, every default (one
+// worker, the automatic fetch size; batch is ignored); otherwise that many workers and
+// natsjs.FetchBatch(batch).
 func settleNATS(workers int, extra ...natsjs.QueueOption) func(ctx context.Context, stream, subject string, batch, n int) (time.Duration, error) {
 	return func(ctx context.Context, stream, subject string, batch, n int) (time.Duration, error) {
 		opts := append([]natsjs.QueueOption{natsjs.Stream(stream), natsjs.Durable(stream)}, extra...)
-		w := batch
 		if workers > 0 {
-			w = workers
 			opts = append(opts, natsjs.FetchBatch(batch))
 		}
-		return settleNATSDrain(ctx, subject, w, n, opts)
+		return settleNATSDrain(ctx, subject, workers, n, opts)
 	}
 }
 
@@ -217,8 +215,11 @@ func settleNATSDrain(ctx context.Context, subject string, workers, n int, opts [
 	if err != nil {
 		return 0, err
 	}
-	if err := core.Subscribe(app, q, func(context.Context, *core.Message[[]byte]) error { return nil },
-		core.WithCodec(core.Raw), core.Workers(workers)); err != nil {
+	subOpts := []core.Option{core.WithCodec(core.Raw)}
+	if workers > 0 {
+		subOpts = append(subOpts, core.Workers(workers))
+	}
+	if err := core.Subscribe(app, q, func(context.Context, *core.Message[[]byte]) error { return nil }, subOpts...); err != nil {
 		return 0, err
 	}
 	runCtx, stop := context.WithCancel(ctx)
@@ -245,11 +246,12 @@ func settleNATSDrain(ctx context.Context, subject string, workers, n int, opts [
 
 // BenchmarkNATS drains durable pull consumers of file-stored work-queue streams, 200-byte
 // messages, through the raw nats.go jetstream loop (Fetch(batch), Ack per message; and on an
-// AckAll consumer, one Ack per batch) and through settle (one fetch of batch messages at a time,
-// an ack per message, with Workers(batch) or Workers(8) and FetchBatch(batch)), at batch 1, 50
-// and 200, interleaved round by round on one server. It prints each contender's best and median
-// msgs/s, allocations per message and process CPU per message (client included), and reports
-// settle ÷ raw ack-each (medians) as metrics.
+// AckAll consumer, one Ack per batch) and through settle (an ack per message: with every
+// default — one worker, the automatic fetch size, whatever the batch — and with Workers(8) and
+// FetchBatch(batch)), at batch 1, 50 and 200, interleaved round by round on one server. It
+// prints each contender's best and median msgs/s, allocations per message and process CPU per
+// message (client included), and reports settle ÷ the raw loop sending the same frames
+// (medians) as metrics.
 // SETTLE_BENCH_NATS_N (default 20000; a tenth at batch 1), SETTLE_BENCH_NATS_ROUNDS (default
 // 3), SETTLE_BENCH_NATS_ONLY=50 runs one batch size, SETTLE_BENCH_NATS_WHO=settle picks
 // contenders.
@@ -267,7 +269,7 @@ func BenchmarkNATS(b *testing.B) {
 		{"raw ack-each", jetstream.AckExplicitPolicy, rawNATS(false)},
 		{"raw ack-all", jetstream.AckAllPolicy, rawNATS(true)},
 		{"raw double-ack", jetstream.AckExplicitPolicy, rawNATSDoubleAck},
-		{"settle w=batch", jetstream.AckExplicitPolicy, settleNATS(0)},
+		{"settle defaults", jetstream.AckExplicitPolicy, settleNATS(0)},
 		{"settle w=8", jetstream.AckExplicitPolicy, settleNATS(8)},
 		{"settle w=8 unconfirmed", jetstream.AckExplicitPolicy, settleNATS(8, natsjs.UnconfirmedAcks())},
 	}
@@ -335,7 +337,7 @@ func BenchmarkNATS(b *testing.B) {
 			}
 			// Like for like: settle's confirmed acks (the default) against the raw loop that
 			// sends the same requests; UnconfirmedAcks against the raw Ack per message.
-			for _, p := range [][2]string{{"settle w=batch", "raw double-ack"}, {"settle w=8", "raw double-ack"},
+			for _, p := range [][2]string{{"settle defaults", "raw double-ack"}, {"settle w=8", "raw double-ack"},
 				{"settle w=8 unconfirmed", "raw ack-each"}, {"settle w=8 unconfirmed", "raw ack-all"}} {
 				if best[p[0]] == 0 || best[p[1]] == 0 {
 					continue
@@ -343,6 +345,7 @@ func BenchmarkNATS(b *testing.B) {
 				fmt.Printf("batch %-3d %-22s / %-14s %.2f best, %.2f median\n", batch, p[0], p[1],
 					ratio(best[p[0]], best[p[1]]), ratio(med[p[0]], med[p[1]]))
 			}
+			b.ReportMetric(ratio(med["settle defaults"], med["raw double-ack"]), fmt.Sprintf("b%d-defaults/raw-double", batch))
 			b.ReportMetric(ratio(med["settle w=8"], med["raw double-ack"]), fmt.Sprintf("b%d-settle-w8/raw-double", batch))
 			b.ReportMetric(ratio(med["settle w=8 unconfirmed"], med["raw ack-each"]), fmt.Sprintf("b%d-unconfirmed/raw-each", batch))
 		}

@@ -23,8 +23,8 @@ type pendingAck struct {
 
 // acks batches a subscription's +ACKs. Every +ACK is its own message to the delivery's reply
 // subject; published one at a time from many workers, each would be a write (and a read on the
-// server) of its own. A batch goes out together once a batch's worth (the worker count) is
-// waiting, or flushInterval after the first of it; each settlement is reported once its +ACK is
+// server) of its own. A batch goes out together once a fetch's worth (FetchBatch, or the automatic
+// fetch size) is waiting, or flushInterval after the first of it; each settlement is reported once its +ACK is
 // written. Other acknowledgements (-NAK, +TERM, +WPI) go out at once.
 type acks struct {
 	c       *consumer
@@ -38,7 +38,7 @@ type acks struct {
 func (a *acks) add(d *Delivery, v core.Verdict, settled core.Settled) {
 	a.mu.Lock()
 	a.pending = append(a.pending, pendingAck{d: d, v: v, settled: settled})
-	if len(a.pending) < a.c.batch {
+	if len(a.pending) < a.c.ackBatch() {
 		if !a.armed {
 			a.armed = true
 			if a.timer == nil {
@@ -68,7 +68,7 @@ func (a *acks) take() []pendingAck {
 	if a.spare != nil {
 		a.pending, a.spare = a.spare, nil
 	} else {
-		a.pending = make([]pendingAck, 0, a.c.batch)
+		a.pending = make([]pendingAck, 0, a.c.ackBatch())
 	}
 	if a.armed {
 		a.armed = false

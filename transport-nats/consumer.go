@@ -26,9 +26,12 @@ type consumer struct {
 	log   *slog.Logger
 	clock clock.Clock
 	queue string
-	batch int
-	win   *window // how many of batch the next fetch asks for (window.go)
-	gate  gate    // Next waits while a suspect delivery is out (window.go)
+	batch int          // the most one fetch asks for: FetchBatch, or the automatic size's ceiling
+	auto  bool         // no FetchBatch: the fetch size adapts (fetchSize, adapt)
+	base  int          // the automatic size's floor: the worker count
+	size  atomic.Int32 // the automatic fetch size
+	win   *window      // how many of batch the next fetch asks for (window.go)
+	gate  gate         // Next waits while a suspect delivery is out (window.go)
 	lease time.Duration
 	dest  string
 
@@ -101,11 +104,13 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 	}
 	c := &consumer{
 		c: q.c, nc: nc, cfg: &q.cfg, js: js, cons: cons, log: sub.Logger, clock: sub.Clock, queue: q.cfg.subject,
-		batch: max(o.Workers, 1), lease: leaseOf(ci), dest: o.DeadLetterTo,
+		batch: q.cfg.fetchBatch, lease: leaseOf(ci), dest: o.DeadLetterTo,
 		held: make(map[*Delivery]clock.Timer), wake: make(chan struct{}, 1), sub: sub,
 	}
-	if q.cfg.fetchBatch > 0 {
-		c.batch = q.cfg.fetchBatch
+	if c.batch == 0 {
+		c.auto, c.base = true, max(o.Workers, 1)
+		c.batch = max(autoCeiling(ci), c.base)
+		c.size.Store(int32(c.base))
 	}
 	if c.log == nil {
 		c.log = q.c.log
@@ -146,6 +151,9 @@ type fetch struct {
 	batch  jetstream.MessageBatch
 	cancel context.CancelFunc
 	server string // the id of the server the request went to; "" while disconnected
+	asked  int
+	at     time.Time    // when it was requested
+	got    atomic.Int32 // messages taken off it (Next and the lease loop)
 }
 
 // dropStale ends the fetch in flight when its pull request went to a server that is gone: the
@@ -171,7 +179,9 @@ func (c *consumer) dropStale() {
 // context's deadline sets the request's expiry on the server; Close cancels it.
 func (c *consumer) pull() (*fetch, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.fetchWait)
-	b, err := c.cons.Fetch(c.win.batch(), jetstream.FetchContext(ctx))
+	n := c.fetchSize()
+	at := c.clock.Now()
+	b, err := c.cons.Fetch(n, jetstream.FetchContext(ctx))
 	if err != nil {
 		cancel()
 		if c.ctx.Err() != nil {
@@ -179,7 +189,7 @@ func (c *consumer) pull() (*fetch, error) {
 		}
 		return nil, fmt.Errorf("fetch from consumer %q on stream %q: %w", c.cfg.durable, c.cfg.stream, err)
 	}
-	f := &fetch{batch: b, cancel: cancel}
+	f := &fetch{batch: b, cancel: cancel, asked: n, at: at}
 	if nc, err := c.c.NATS(); err == nil {
 		f.server = nc.ConnectedServerId()
 	}
@@ -248,12 +258,14 @@ func (c *consumer) next(ctx context.Context) (*Delivery, error) {
 			}
 		}
 		if ok {
+			f.got.Add(1)
 			if d := c.wrap(m); d != nil {
 				return d, nil
 			}
 			continue
 		}
 		c.endFetch(f)
+		c.adapt(f)
 		if err := fetchErr(f); err != nil {
 			err = c.fetchFailed(err)
 			if c.recovering(ctx, err) {
@@ -327,6 +339,7 @@ drain:
 			if !ok { // ended: Next finds out
 				break drain
 			}
+			c.cur.got.Add(1)
 			if d := c.wrap(m); d != nil {
 				c.side = append(c.side, d)
 				took = true

@@ -178,10 +178,12 @@ func UnconfirmedAcks() QueueOption {
 	return func(c *queueConfig) error { c.confirmAcks = false; return nil }
 }
 
-// FetchBatch sets how many messages one pull request asks for (default: the subscription's
-// core.Workers). Fetched messages wait for a free worker, leased (+WPI) all the while; a batch
-// larger than the worker count suits many short handlers, where a fetch per few messages would
-// cost more than the handling.
+// FetchBatch fixes how many messages one pull request asks for. Without it the size is
+// automatic: a subscription starts at its core.Workers and sizes each fetch by how fast the
+// workers got through the last one (towards about 100 ms of work), up to DefaultMaxFetch. Fetched
+// messages wait for a free worker, leased (+WPI) all the while, and each is charged a delivery
+// if the process dies holding it: a fixed batch bounds that for handlers whose speed varies; a
+// batch of the worker count is the least a fetch holds.
 func FetchBatch(n int) QueueOption {
 	return func(c *queueConfig) error {
 		if n < 1 {

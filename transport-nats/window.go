@@ -21,9 +21,11 @@ import (
 // predecessor's, perhaps a crashed one's, or another instance's), and for one AckWait after each
 // suspect delivery (a crash's messages come due together). After such a stretch the window
 // doubles each time as many clean deliveries (not suspect) as it holds have settled, up to the
-// batch (FetchBatch, or the worker count); a start with nothing unacknowledged fetches the whole
-// batch at once. Fetching one message still lets every free worker fetch its own: the window
-// bounds what waits fetched beside the handlers, not how many handlers run. A suspect delivery runs alone: core runs it with no
+// batch (FetchBatch, or the automatic fetch size's ceiling: fetchsize.go); a start with nothing
+// unacknowledged fetches the whole batch at once (the automatic size starts at the worker
+// count). Fetching one message still lets every free worker fetch its own: the window bounds
+// what waits fetched beside the handlers, not how many handlers run. A suspect delivery runs
+// alone: core runs it with no
 // other handler beside it (core.Suspect), and Next hands out nothing else, and fetches nothing,
 // until it has been settled (the gate), so the deliveries fetched with it are the only ones its
 // crash can charge — none in a quiet stretch, where fetches take one message.

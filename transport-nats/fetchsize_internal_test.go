@@ -1,0 +1,57 @@
+package natsjs
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core/clock"
+)
+
+// TestAdaptRule walks the automatic fetch size through its rule on a virtual clock: a full
+// fetch got through in under fetchCycle grows the next towards fetchCycle's worth (at least
+// double, at most maxFetchGrowth times, never past the ceiling); a slow one, or one that came
+// back less than half full, halves it, never below the worker count.
+func TestAdaptRule(t *testing.T) {
+	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := &consumer{auto: true, base: 2, batch: 300, clock: vc, log: slog.New(slog.DiscardHandler),
+		win: newWindow(vc, time.Minute, 300, false)}
+	c.size.Store(2)
+	steps := []struct {
+		asked, got int
+		took       time.Duration
+		want       int
+	}{
+		{2, 2, 0, 16},                           // no time at all: the most growth, 8 times
+		{16, 16, 10 * time.Millisecond, 128},    // 10 ms: 10 times would fit, 8 at most
+		{128, 128, 40 * time.Millisecond, 256},  // 40 ms: at least double
+		{256, 256, 20 * time.Millisecond, 300},  // capped at the ceiling
+		{300, 300, 150 * time.Millisecond, 300}, // over fetchCycle, under four times: kept
+		{300, 300, 500 * time.Millisecond, 150}, // slower than four times fetchCycle: halved
+		{150, 70, 10 * time.Millisecond, 75},    // under half full: halved
+		{1, 1, 0, 75},                           // the window asked for less: no growth
+		{75, 0, 5 * time.Second, 37},            // expired with nothing
+		{37, 0, 5 * time.Second, 18},
+		{18, 0, 5 * time.Second, 9},
+		{9, 0, 5 * time.Second, 4},
+		{4, 0, 5 * time.Second, 2},
+		{2, 0, 5 * time.Second, 2}, // never below the worker count
+	}
+	for i, s := range steps {
+		f := &fetch{asked: s.asked, at: vc.Now()}
+		f.got.Store(int32(s.got))
+		vc.Advance(s.took)
+		c.adapt(f)
+		if got := int(c.size.Load()); got != s.want {
+			t.Fatalf("step %d (asked %d, got %d, took %v): size %d; want %d", i, s.asked, s.got, s.took, got, s.want)
+		}
+		if got := c.fetchSize(); got != s.want {
+			t.Fatalf("step %d: fetchSize %d; want %d", i, got, s.want)
+		}
+	}
+	// The window bounds it: after a suspect delivery, one message at a time.
+	c.win.suspect()
+	if got := c.fetchSize(); got != 1 {
+		t.Fatalf("fetchSize in a suspect stretch %d; want 1", got)
+	}
+}
