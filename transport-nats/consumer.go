@@ -108,8 +108,8 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 		held: make(map[*Delivery]clock.Timer), wake: make(chan struct{}, 1), sub: sub,
 	}
 	if c.batch == 0 {
-		c.auto, c.base = true, max(o.Workers, 1)
-		c.batch = max(autoCeiling(ci), c.base)
+		c.auto, c.batch = true, autoCeiling(ci)
+		c.base = min(max(o.Workers, 1), c.batch)
 		c.size.Store(int32(c.base))
 	}
 	if c.log == nil {
@@ -175,7 +175,7 @@ func (c *consumer) dropStale() {
 	}
 }
 
-// pull sends a pull request for a batch of the subscription's worker count (or FetchBatch). The
+// pull sends a pull request for a batch of fetchSize messages (FetchBatch, or automatic). The
 // context's deadline sets the request's expiry on the server; Close cancels it.
 func (c *consumer) pull() (*fetch, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.fetchWait)

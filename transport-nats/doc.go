@@ -60,13 +60,15 @@
 //
 // # Leases and fetching
 //
-// A subscription fetches batches of its worker count (core.Workers). It fetches one message at a
+// A subscription sizes its fetches itself: from its worker count (core.Workers), growing while
+// fetches come back full and are got through fast, up to DefaultMaxFetch; FetchBatch fixes the
+// size. It fetches one message at a
 // time for one AckWait after it starts when the consumer had unacknowledged messages (a crashed
 // predecessor's come due then), and after each suspect delivery (Delivery.Suspect), and hands out
 // nothing else while a suspect delivery is being handled: a message that crashes the process
 // charges its later crashes to itself alone, not to the messages fetched beside it. Each ack
-// waits for the server's confirmation; with UnconfirmedAcks, +ACKs are written in batches (the
-// worker count's worth, or 2ms after the first). A fetched message is leased for
+// waits for the server's confirmation; with UnconfirmedAcks, +ACKs are written in batches (a
+// fetch's worth, or 2ms after the first). A fetched message is leased for
 // the consumer's AckWait; settle sends +WPI (in progress) for every fetched, unsettled message
 // every third of it, on the App's clock, so a long handler keeps its message (and a message
 // waiting for a free worker keeps its place). A dead-letter copy that JetStream does not store leaves

@@ -7,7 +7,8 @@ import (
 )
 
 // DefaultMaxFetch is the most one pull request asks for when no FetchBatch is given: the
-// ceiling of the automatic fetch size (lower when the consumer's MaxAckPending is).
+// ceiling of the automatic fetch size (lower when the consumer's MaxAckPending or
+// MaxRequestBatch is).
 const DefaultMaxFetch = 500
 
 // The automatic fetch size (no FetchBatch).
@@ -31,12 +32,20 @@ const (
 )
 
 // autoCeiling is the automatic fetch size's ceiling on the consumer ci describes: DefaultMaxFetch,
-// or its MaxAckPending if lower (the server would not deliver more).
+// or lower: its MaxAckPending (the server would not deliver more) and its MaxRequestBatch (the
+// server refuses a larger pull request).
 func autoCeiling(ci *jetstream.ConsumerInfo) int {
-	if ci != nil && ci.Config.MaxAckPending > 0 && ci.Config.MaxAckPending < DefaultMaxFetch {
-		return ci.Config.MaxAckPending
+	n := DefaultMaxFetch
+	if ci == nil {
+		return n
 	}
-	return DefaultMaxFetch
+	if m := ci.Config.MaxAckPending; m > 0 {
+		n = min(n, m)
+	}
+	if m := ci.Config.MaxRequestBatch; m > 0 {
+		n = min(n, m)
+	}
+	return n
 }
 
 // fetchSize is how many messages the next pull request asks for: the window's size, and no more

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/coretest"
@@ -143,6 +144,48 @@ func TestFetchBatchFixesTheSize(t *testing.T) {
 		}
 		if count < n/batch {
 			t.Fatalf("%d pull requests of %d for %d messages", count, batch, n)
+		}
+	})
+}
+
+// TestFetchSizeWithinConsumerLimits: on an existing consumer whose MaxRequestBatch is 5, the
+// automatic size never asks for more (the server would refuse the request), even with more
+// workers than that, and the subscription drains the queue.
+func TestFetchSizeWithinConsumerLimits(t *testing.T) {
+	eachServer(t, func(t *testing.T, url string) {
+		const n, limit = 300, 5
+		r := newRig(t, url, clock.Real())
+		ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
+		defer cancel()
+		if _, err := r.admin.js.CreateStream(ctx, jetstream.StreamConfig{Name: r.stream("work"), Subjects: []string{r.subject("work")},
+			Retention: jetstream.WorkQueuePolicy}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.admin.js.CreateConsumer(ctx, r.stream("work"), jetstream.ConsumerConfig{Durable: r.stream("work"),
+			AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: r.subject("work"), MaxRequestBatch: limit}); err != nil {
+			t.Fatal(err)
+		}
+		if err := core.Subscribe(r.app, r.queue("work"), func(context.Context, *core.Message[string]) error { return nil },
+			raw, core.Workers(8)); err != nil {
+			t.Fatal(err)
+		}
+		pulls := r.pulls(r.stream("work"), r.stream("work"))
+		r.mustStart()
+		r.publishMany("work", n)
+		r.rec.WaitSettled(n)
+		count := 0
+		for {
+			b := nextPull(t, pulls, 10*time.Millisecond)
+			if b == 0 {
+				break
+			}
+			count++
+			if b > limit {
+				t.Fatalf("pull request %d asked for %d messages; the consumer's MaxRequestBatch is %d", count, b, limit)
+			}
+		}
+		if failed := r.logs.Find("settle: taking the next delivery failed; trying again"); len(failed) > 0 {
+			t.Fatalf("fetches failed: %v", failed[0])
 		}
 	})
 }

@@ -180,7 +180,9 @@ func UnconfirmedAcks() QueueOption {
 
 // FetchBatch fixes how many messages one pull request asks for. Without it the size is
 // automatic: a subscription starts at its core.Workers and sizes each fetch by how fast the
-// workers got through the last one (towards about 100 ms of work), up to DefaultMaxFetch. Fetched
+// workers got through the last one (towards about 100 ms of work), up to DefaultMaxFetch (or the
+// consumer's MaxAckPending or MaxRequestBatch, if lower). A FetchBatch above an existing
+// consumer's MaxRequestBatch fails the subscription's start: the server would refuse it. Fetched
 // messages wait for a free worker, leased (+WPI) all the while, and each is charged a delivery
 // if the process dies holding it: a fixed batch bounds that for handlers whose speed varies; a
 // batch of the worker count is the least a fetch holds.
@@ -207,8 +209,8 @@ func FetchWait(d time.Duration) QueueOption {
 }
 
 // Queue is a durable pull consumer on a JetStream stream, as a subscription endpoint. Messages
-// published to its subject are captured by the stream and delivered to the consumer in batches
-// of the subscription's worker count.
+// published to its subject are captured by the stream and fetched in batches (FetchBatch, or
+// sized automatically from the subscription's worker count).
 type Queue struct {
 	c   *Conn
 	cfg queueConfig

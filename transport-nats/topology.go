@@ -174,6 +174,9 @@ func (t *topology) ensureConsumer(ctx context.Context, js jetstream.JetStream, s
 	if c.maxAckPending > 0 && have.MaxAckPending != c.maxAckPending {
 		diffs = append(diffs, fmt.Sprintf("max_ack_pending: server %d, declared %d", have.MaxAckPending, c.maxAckPending))
 	}
+	if c.fetchBatch > 0 && have.MaxRequestBatch > 0 && c.fetchBatch > have.MaxRequestBatch {
+		diffs = append(diffs, fmt.Sprintf("max_batch: server %d, below natsjs.FetchBatch(%d): the server refuses every larger pull request", have.MaxRequestBatch, c.fetchBatch))
+	}
 	if len(diffs) > 0 {
 		return nil, nil, &TopologyError{Kind: "consumer", Name: name, Diffs: diffs,
 			Hint: "settle does not change an existing consumer: update or delete it, or declare the same settings"}

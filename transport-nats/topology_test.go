@@ -72,6 +72,13 @@ func TestTopologyRefusedAtStart(t *testing.T) {
 				},
 				opts: func(r *rig) []core.Option { return []core.Option{core.DeadLetterAfter(3, r.subject("work.dead"))} },
 				is:   natsjs.ErrMismatch, want: []string{"max_deliver: server 3", "must be above 3"}},
+			{name: "fetch batch above the consumer's max batch", queue: []natsjs.QueueOption{natsjs.FetchBatch(10)},
+				setup: func(r *rig) []setup {
+					c := pull(r)
+					c.MaxRequestBatch = 5
+					return []setup{stream(r, r.subject("work")), consumer(c)}
+				},
+				is: natsjs.ErrMismatch, want: []string{"max_batch: server 5", "natsjs.FetchBatch(10)"}},
 			{name: "dead-letter subject not captured",
 				setup: func(r *rig) []setup { return []setup{stream(r, r.subject("work")), consumer(pull(r))} },
 				opts:  func(r *rig) []core.Option { return []core.Option{core.DeadLetterAfter(3, r.subject("work.dead"))} },
