@@ -19,15 +19,7 @@ import (
 // ordinary subject, which any client of the account can listen to.
 func (r *rig) pulls(stream, durable string) *nats.Subscription {
 	r.t.Helper()
-	sub, err := r.admin.nc.SubscribeSync("$JS.API.CONSUMER.MSG.NEXT." + stream + "." + durable)
-	if err != nil {
-		r.t.Fatalf("spy on pull requests: %v", err)
-	}
-	if err := r.admin.nc.Flush(); err != nil {
-		r.t.Fatalf("flush: %v", err)
-	}
-	r.t.Cleanup(func() { _ = sub.Unsubscribe() })
-	return sub
+	return r.spy("$JS.API.CONSUMER.MSG.NEXT." + stream + "." + durable)
 }
 
 // nextPull returns the batch of the next pull request the spy sees within d (0: none came).
@@ -44,6 +36,28 @@ func nextPull(t *testing.T, sub *nats.Subscription, d time.Duration) int {
 		t.Fatalf("pull request %q: %v", m.Data, err)
 	}
 	return req.Batch
+}
+
+// allPulls returns the batches of the pull requests the spy has seen so far, in order: it reads
+// until none comes for 10 ms.
+func allPulls(t *testing.T, sub *nats.Subscription) []int {
+	t.Helper()
+	var sizes []int
+	for {
+		b := nextPull(t, sub, 10*time.Millisecond)
+		if b == 0 {
+			return sizes
+		}
+		sizes = append(sizes, b)
+	}
+}
+
+// drain starts the App, publishes n messages to name and waits until they are settled.
+func (r *rig) drain(name string, n int) {
+	r.t.Helper()
+	r.mustStart() // declares the stream, when declaring
+	r.publishMany(name, n)
+	r.rec.WaitSettled(n)
 }
 
 // publishMany publishes n messages named body-1 … body-n to name, waiting for every ack.
@@ -76,17 +90,8 @@ func TestFetchSizeAdapts(t *testing.T) {
 			t.Fatal(err)
 		}
 		pulls := r.pulls(r.stream("work"), r.stream("work"))
-		r.mustStart() // declares the stream
-		r.publishMany("work", n)
-		r.rec.WaitSettled(n)
-		var sizes []int
-		for {
-			b := nextPull(t, pulls, 10*time.Millisecond)
-			if b == 0 {
-				break
-			}
-			sizes = append(sizes, b)
-		}
+		r.drain("work", n)
+		sizes := allPulls(t, pulls)
 		head := sizes[:min(len(sizes), 20)]
 		if len(sizes) == 0 || sizes[0] != 1 {
 			t.Fatalf("pull requests %v…; want the first for one message (the worker count)", head)
@@ -128,22 +133,15 @@ func TestFetchBatchFixesTheSize(t *testing.T) {
 			t.Fatal(err)
 		}
 		pulls := r.pulls(r.stream("work"), r.stream("work"))
-		r.mustStart() // declares the stream
-		r.publishMany("work", n)
-		r.rec.WaitSettled(n)
-		count := 0
-		for {
-			b := nextPull(t, pulls, 10*time.Millisecond)
-			if b == 0 {
-				break
-			}
-			count++
+		r.drain("work", n)
+		sizes := allPulls(t, pulls)
+		for i, b := range sizes {
 			if b != batch {
-				t.Fatalf("pull request %d asked for %d messages; want %d (FetchBatch)", count, b, batch)
+				t.Fatalf("pull request %d asked for %d messages; want %d (FetchBatch)", i+1, b, batch)
 			}
 		}
-		if count < n/batch {
-			t.Fatalf("%d pull requests of %d for %d messages", count, batch, n)
+		if len(sizes) < n/batch {
+			t.Fatalf("%d pull requests of %d for %d messages", len(sizes), batch, n)
 		}
 	})
 }
@@ -170,18 +168,10 @@ func TestFetchSizeWithinConsumerLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		pulls := r.pulls(r.stream("work"), r.stream("work"))
-		r.mustStart()
-		r.publishMany("work", n)
-		r.rec.WaitSettled(n)
-		count := 0
-		for {
-			b := nextPull(t, pulls, 10*time.Millisecond)
-			if b == 0 {
-				break
-			}
-			count++
+		r.drain("work", n)
+		for i, b := range allPulls(t, pulls) {
 			if b > limit {
-				t.Fatalf("pull request %d asked for %d messages; the consumer's MaxRequestBatch is %d", count, b, limit)
+				t.Fatalf("pull request %d asked for %d messages; the consumer's MaxRequestBatch is %d", i+1, b, limit)
 			}
 		}
 		if failed := r.logs.Find("settle: taking the next delivery failed; trying again"); len(failed) > 0 {

@@ -126,9 +126,15 @@ func (r *rig) publish(name, body string, headers map[string]string) {
 // subjects are ordinary subjects that any client of the account can listen to.
 func (r *rig) acks(stream, durable string) *nats.Subscription {
 	r.t.Helper()
-	sub, err := r.admin.nc.SubscribeSync("$JS.ACK." + stream + "." + durable + ".>")
+	return r.spy("$JS.ACK." + stream + "." + durable + ".>")
+}
+
+// spy subscribes the admin connection to subject until the test ends.
+func (r *rig) spy(subject string) *nats.Subscription {
+	r.t.Helper()
+	sub, err := r.admin.nc.SubscribeSync(subject)
 	if err != nil {
-		r.t.Fatalf("spy on acks: %v", err)
+		r.t.Fatalf("spy on %s: %v", subject, err)
 	}
 	if err := r.admin.nc.Flush(); err != nil {
 		r.t.Fatalf("flush: %v", err)
