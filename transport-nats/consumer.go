@@ -27,9 +27,8 @@ type consumer struct {
 	clock clock.Clock
 	queue string
 	batch int          // the most one fetch asks for: FetchBatch, or the automatic size's ceiling
-	auto  bool         // no FetchBatch: the fetch size adapts (fetchSize, adapt)
-	base  int          // the automatic size's floor: the worker count
-	size  atomic.Int32 // the automatic fetch size
+	base  int          // the least: FetchBatch (then size never moves), or the worker count
+	size  atomic.Int32 // the fetch size, between base and batch (fetchsize.go)
 	win   *window      // how many of batch the next fetch asks for (window.go)
 	gate  gate         // Next waits while a suspect delivery is out (window.go)
 	lease time.Duration
@@ -107,11 +106,12 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 		batch: q.cfg.fetchBatch, lease: leaseOf(ci), dest: o.DeadLetterTo,
 		held: make(map[*Delivery]clock.Timer), wake: make(chan struct{}, 1), sub: sub,
 	}
-	if c.batch == 0 {
-		c.auto, c.batch = true, autoCeiling(ci)
+	c.base = c.batch
+	if c.batch == 0 { // automatic
+		c.batch = autoCeiling(ci)
 		c.base = min(max(o.Workers, 1), c.batch)
-		c.size.Store(int32(c.base))
 	}
+	c.size.Store(int32(c.base))
 	if c.log == nil {
 		c.log = q.c.log
 	}

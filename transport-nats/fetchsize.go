@@ -1,9 +1,8 @@
 package natsjs
 
 import (
-	"time"
-
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/settlehq/settle/core/batching"
 )
 
 // DefaultMaxFetch is the most one pull request asks for when no FetchBatch is given: the
@@ -18,18 +17,12 @@ const DefaultMaxFetch = 500
 // bench module, against 70,000 for the same worker fetching 200 at a time. A fixed large batch,
 // though, leaves many messages fetched and waiting beside slow handlers, each held (and
 // extended) by this process while another instance may be idle, and each charged a delivery if
-// the process dies. So, as the SQL queues size their claims, a subscription starts at a fetch of
-// its worker count and sizes each fetch by how fast the workers got through the last one: a
-// fetch that came back full and was handed out in less than fetchCycle makes the next one
-// larger, towards what the workers get through in fetchCycle at the rate they just showed (at
-// least double, at most maxFetchGrowth times), up to DefaultMaxFetch; one that took more than
-// four times as long halves it, and so does one that came back less than half full (the queue
-// ran dry, the request expired): down to the worker count. The fetch window (window.go) still
-// bounds it after a start or a crash: one message at a time while suspect messages may come.
-const (
-	fetchCycle     = 100 * time.Millisecond
-	maxFetchGrowth = 8
-)
+// the process dies. So a subscription starts at a fetch of its worker count and sizes each fetch
+// as the SQL engine sizes its claims (package batching), by how fast the workers got through
+// the last one, up to DefaultMaxFetch; a fetch that came back less than half full (the queue ran
+// dry, the request expired) halves it too, down to the worker count. A FetchBatch is the same
+// rule with the floor at the ceiling: it never moves. The fetch window (window.go) still bounds
+// it after a start or a crash: one message at a time while suspect messages may come.
 
 // autoCeiling is the automatic fetch size's ceiling on the consumer ci describes: DefaultMaxFetch,
 // or lower: its MaxAckPending (the server would not deliver more) and its MaxRequestBatch (the
@@ -48,41 +41,26 @@ func autoCeiling(ci *jetstream.ConsumerInfo) int {
 	return n
 }
 
-// fetchSize is how many messages the next pull request asks for: the window's size, and no more
-// than the automatic size.
+// fetchSize is how many messages the next pull request asks for: the fetch size, and no more
+// than the window's.
 func (c *consumer) fetchSize() int {
-	n := c.win.batch()
-	if c.auto {
-		n = min(n, int(c.size.Load()))
-	}
-	return max(n, 1)
+	return max(min(c.win.batch(), int(c.size.Load())), 1)
 }
 
 // ackBatch is how many +ACKs make one write of unconfirmed acknowledgements: a fetch's worth.
-func (c *consumer) ackBatch() int {
-	if c.auto {
-		return int(c.size.Load())
-	}
-	return c.batch
-}
+func (c *consumer) ackBatch() int { return int(c.size.Load()) }
 
-// adapt sizes the next automatic fetch after f, whose messages have all been taken.
+// adapt sizes the next fetch after f, whose messages have all been taken.
 func (c *consumer) adapt(f *fetch) {
-	if !c.auto || f.asked < 1 {
-		return
+	if c.base == c.batch || f.asked < 1 {
+		return // fixed
 	}
 	cur, got := int(c.size.Load()), int(f.got.Load())
 	took := c.clock.Now().Sub(f.at)
-	next := cur
-	switch {
-	case got < f.asked/2 || took > 4*fetchCycle:
-		next = max(cur/2, c.base)
-	case got >= f.asked && f.asked >= cur && took < fetchCycle:
-		grow := maxFetchGrowth
-		if took > 0 {
-			grow = min(max(int(fetchCycle/took), 2), maxFetchGrowth)
-		}
-		next = min(cur*grow, c.batch)
+	next := max(cur/2, c.base) // came back less than half full
+	if got >= f.asked/2 {
+		// A fetch the window held below the size says nothing of the workers' pace.
+		next = batching.Next(cur, c.base, c.batch, got >= f.asked && f.asked >= cur, took)
 	}
 	if next != cur {
 		c.size.Store(int32(next))

@@ -9,12 +9,12 @@ import (
 )
 
 // TestAdaptRule walks the automatic fetch size through its rule on a virtual clock: a full
-// fetch got through in under fetchCycle grows the next towards fetchCycle's worth (at least
-// double, at most maxFetchGrowth times, never past the ceiling); a slow one, or one that came
+// fetch got through in under batching.Cycle grows the next towards its worth (at least
+// double, at most batching.MaxGrowth times, never past the ceiling); a slow one, or one that came
 // back less than half full, halves it, never below the worker count.
 func TestAdaptRule(t *testing.T) {
 	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	c := &consumer{auto: true, base: 2, batch: 300, clock: vc, log: slog.New(slog.DiscardHandler),
+	c := &consumer{base: 2, batch: 300, clock: vc, log: slog.New(slog.DiscardHandler),
 		win: newWindow(vc, time.Minute, 300, false)}
 	c.size.Store(2)
 	steps := []struct {
@@ -26,8 +26,8 @@ func TestAdaptRule(t *testing.T) {
 		{16, 16, 10 * time.Millisecond, 128},    // 10 ms: 10 times would fit, 8 at most
 		{128, 128, 40 * time.Millisecond, 256},  // 40 ms: at least double
 		{256, 256, 20 * time.Millisecond, 300},  // capped at the ceiling
-		{300, 300, 150 * time.Millisecond, 300}, // over fetchCycle, under four times: kept
-		{300, 300, 500 * time.Millisecond, 150}, // slower than four times fetchCycle: halved
+		{300, 300, 150 * time.Millisecond, 300}, // over batching.Cycle, under four times: kept
+		{300, 300, 500 * time.Millisecond, 150}, // slower than four times batching.Cycle: halved
 		{150, 70, 10 * time.Millisecond, 75},    // under half full: halved
 		{1, 1, 0, 75},                           // the window asked for less: no growth
 		{75, 0, 5 * time.Second, 37},            // expired with nothing

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/settlehq/settle/core/batching"
 )
 
 // This file is the lease form's claiming: a cycle settles what has finished and claims the
@@ -169,18 +171,11 @@ func (l *lease) doClaim(ctx context.Context, tx Queryer, p ClaimParams, dst []Cl
 }
 
 // batchCycle is how long the automatic claim size (no BatchSize) lets the workers take to get
-// through a claim before it stops growing: a full claim got through in less grows the next one
-// towards what the workers get through in batchCycle at the rate they just showed (at least
-// double, at most maxGrowth times), up to the ceiling (DefaultMaxBatch); one that took more than
-// four times as long halves it, down to the base size (10 per worker, at most maxBaseBatch).
-// Fast handlers then share one claim's transaction among up to DefaultMaxBatch rows after a
-// few claims; slow ones keep no more rows claimed than they get through in about this long.
-// Both forms size their claims with sized.
-const batchCycle = 100 * time.Millisecond
-
-// maxGrowth bounds how many times larger one claim makes the next: the rate one claim shows is
-// an estimate, and a claim sized on a fluke holds its rows for longer than batchCycle.
-const maxGrowth = 8
+// through a claim before it stops growing (package batching has the rule both forms size their
+// claims by): fast handlers then share one claim's transaction among up to DefaultMaxBatch rows
+// after a few claims; slow ones keep no more rows claimed than they get through in about this
+// long. A claim got through in under it may also be claimed ahead (lease_ahead.go).
+const batchCycle = batching.Cycle
 
 // maxBaseBatch caps the base claim size (10 rows per worker) when no BatchSize is given.
 const maxBaseBatch = 100
@@ -188,17 +183,7 @@ const maxBaseBatch = 100
 // sized is the automatic claim size after a claim of size cur (at least base, at most ceiling)
 // that came back full or not and took took.
 func sized(cur, base, ceiling int32, full bool, took time.Duration) int32 {
-	switch {
-	case full && took < batchCycle:
-		grow := int64(maxGrowth)
-		if took > 0 {
-			grow = min(max(int64(batchCycle/took), 2), maxGrowth)
-		}
-		return int32(min(int64(cur)*grow, int64(ceiling)))
-	case took > 4*batchCycle:
-		return max(cur/2, base)
-	}
-	return cur
+	return int32(batching.Next(int(cur), int(base), int(ceiling), full, took))
 }
 
 // adapt sets the automatic claim size after a claim of limit rows returned got, at now: sized

@@ -11,7 +11,7 @@ import (
 )
 
 // TestLeaseClaimSizeAdapts: without BatchSize the lease form's claims start at the base size,
-// grow (at least double, at most maxGrowth times, towards batchCycle's worth) while they come
+// grow (at least double, at most batching.MaxGrowth times, towards batchCycle's worth) while they come
 // back full and are got through in under batchCycle, up to
 // DefaultMaxBatch (or a lower FlushLimits maximum), and halve, down to the base, when they come back less than half full or
 // take over four cycles. A BatchSize, or a rescue claim, leaves the size alone.
@@ -38,7 +38,7 @@ func TestLeaseClaimSizeAdapts(t *testing.T) {
 		sizes = append(sizes, step(l, int(l.size.Load()), 5*time.Millisecond))
 	}
 	// Got through in 5 ms, a claim's rows would fill 20 such claims' time: growth is capped at
-	// maxGrowth.
+	// batching.MaxGrowth.
 	if want := []int{80, 500, 500, 500}; !slices.Equal(sizes, want) {
 		t.Errorf("full, fast claims: sizes %v; want %v", sizes, want)
 	}
