@@ -17,6 +17,7 @@ func TestAckFieldsAgreesWithMetadata(t *testing.T) {
 		{"$JS.ACK._.ACCHASH.orders.worker.1.7.7.1764547200123456789.0.rAnDoM", true},
 		{"$JS.ACK.hub.ACCHASH.orders.worker.2.9.8.1764547200123456789.4", true},
 		{"$JS.ACK.hub.ACCHASH.orders.worker.2.9.8.1764547200123456789.4.tok.extra", true},
+		{"$JS.ACK.orders.worker.3.1042.998.1764547200123456789.x", false},   // pending not a number
 		{"$JS.ACK.orders.worker.3.1042.998.1764547200123456789", false},     // 8 tokens
 		{"$JS.ACK.a.b.orders.worker.3.1042.998.17645472001", false},         // 10 tokens
 		{"$JS.ACK.orders.worker.x3.1042.998.1764547200123456789.17", false}, // not a number
@@ -43,9 +44,10 @@ func sameAsMetadata(t *testing.T, reply string, f metaFields) {
 	if err != nil {
 		t.Fatalf("ackFields accepted %q, which Metadata refuses: %v", reply, err)
 	}
-	if f.stream != meta.Stream || f.delivered != meta.NumDelivered || f.seq != meta.Sequence.Stream || !f.stored.Equal(meta.Timestamp) {
-		t.Fatalf("ackFields(%q) = %+v; Metadata: stream %q delivered %d seq %d stored %v",
-			reply, f, meta.Stream, meta.NumDelivered, meta.Sequence.Stream, meta.Timestamp)
+	if f.stream != meta.Stream || f.delivered != meta.NumDelivered || f.seq != meta.Sequence.Stream || !f.stored.Equal(meta.Timestamp) ||
+		f.pending != meta.NumPending {
+		t.Fatalf("ackFields(%q) = %+v; Metadata: stream %q delivered %d seq %d stored %v pending %d",
+			reply, f, meta.Stream, meta.NumDelivered, meta.Sequence.Stream, meta.Timestamp, meta.NumPending)
 	}
 }
 

@@ -29,10 +29,16 @@ type consumer struct {
 	batch int          // the most one fetch asks for: FetchBatch, or the automatic size's ceiling
 	base  int          // the least: FetchBatch (then size never moves), or the worker count
 	size  atomic.Int32 // the fetch size, between base and batch (fetchsize.go)
-	win   *window      // how many of batch the next fetch asks for (window.go)
-	gate  gate         // Next waits while a suspect delivery is out (window.go)
-	lease time.Duration
-	dest  string
+	// backlog is how many messages the stream holds for the consumer, not yet delivered, as
+	// the latest delivery's metadata (or the consumer's info at the start) said; flowing says
+	// that the last fetch came back full. A pull asks for no more than the backlog unless
+	// flowing, and then waits no longer than flowWait (fetchsize.go).
+	backlog atomic.Int64
+	flowing atomic.Bool
+	win     *window // how many of batch the next fetch asks for (window.go)
+	gate    gate    // Next waits while a suspect delivery is out (window.go)
+	lease   time.Duration
+	dest    string
 
 	undisconnect func()
 
@@ -112,6 +118,10 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 		c.base = min(max(o.Workers, 1), c.batch)
 	}
 	c.size.Store(int32(c.base))
+	c.backlog.Store(int64(c.batch))
+	if ci != nil {
+		c.backlog.Store(int64(min(ci.NumPending, 1<<31)))
+	}
 	if c.log == nil {
 		c.log = q.c.log
 	}
@@ -178,8 +188,8 @@ func (c *consumer) dropStale() {
 // pull sends a pull request for a batch of fetchSize messages (FetchBatch, or automatic). The
 // context's deadline sets the request's expiry on the server; Close cancels it.
 func (c *consumer) pull() (*fetch, error) {
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.fetchWait)
-	n := c.fetchSize()
+	n, wait := c.fetchSize()
+	ctx, cancel := context.WithTimeout(c.ctx, wait)
 	at := c.clock.Now()
 	b, err := c.cons.Fetch(n, jetstream.FetchContext(ctx))
 	if err != nil {
@@ -265,6 +275,7 @@ func (c *consumer) next(ctx context.Context) (*Delivery, error) {
 			continue
 		}
 		c.endFetch(f)
+		c.flowing.Store(f.asked > 0 && int(f.got.Load()) >= f.asked)
 		c.adapt(f)
 		if err := fetchErr(f); err != nil {
 			err = c.fetchFailed(err)
@@ -368,8 +379,9 @@ func (c *consumer) wrap(m jetstream.Msg) *Delivery {
 				"subject", m.Subject(), "reply", m.Reply(), "error", err)
 			return nil
 		}
-		f = metaFields{stream: meta.Stream, delivered: meta.NumDelivered, seq: meta.Sequence.Stream, stored: meta.Timestamp}
+		f = metaFields{stream: meta.Stream, delivered: meta.NumDelivered, seq: meta.Sequence.Stream, stored: meta.Timestamp, pending: meta.NumPending}
 	}
+	c.backlog.Store(int64(min(f.pending, 1<<31)))
 	key := seqKey{stream: f.stream, seq: f.seq}
 	d := &Delivery{msg: m, attempt: int(f.delivered), seq: f.seq, key: key, src: c, stored: f.stored}
 	if c.inHand(d, key, m) {
@@ -451,6 +463,7 @@ type metaFields struct {
 	stream         string
 	delivered, seq uint64
 	stored         time.Time
+	pending        uint64 // messages the stream held for the consumer, not yet delivered
 }
 
 // ackFields reads metaFields from a delivery's reply subject, as nats.go's Metadata does but
@@ -505,10 +518,11 @@ func ackFields(reply string) (f metaFields, ok bool) {
 	delivered, ok1 := decimal(tok(first, 2))
 	seq, ok2 := decimal(tok(first, 3))
 	ns, ok3 := decimal(tok(first, 5))
-	if stream == "" || !ok1 || !ok2 || !ok3 || ns > 1<<63-1 || delivered == 0 || seq == 0 {
+	pending, ok4 := decimal(tok(first, 6))
+	if stream == "" || !ok1 || !ok2 || !ok3 || !ok4 || ns > 1<<63-1 || delivered == 0 || seq == 0 {
 		return f, false
 	}
-	return metaFields{stream: stream, delivered: delivered, seq: seq, stored: time.Unix(0, int64(ns))}, true
+	return metaFields{stream: stream, delivered: delivered, seq: seq, stored: time.Unix(0, int64(ns)), pending: pending}, true
 }
 
 // decimal reads a decimal number of at most 19 digits (no sign, no other character): what

@@ -62,7 +62,9 @@
 //
 // A subscription sizes its fetches itself: from its worker count (core.Workers), growing while
 // fetches come back full and are got through fast, up to DefaultMaxFetch; FetchBatch fixes the
-// size. It fetches one message at a
+// size; outside a flow of messages (the last fetch came back short) a pull request asks for no
+// more than the stream holds for the consumer (the latest delivery says how many), so an idle
+// subscription asks for one. It fetches one message at a
 // time for one AckWait after it starts when the consumer had unacknowledged messages (a crashed
 // predecessor's come due then), and after each suspect delivery (Delivery.Suspect), and hands out
 // nothing else while a suspect delivery is being handled: a message that crashes the process

@@ -1,6 +1,8 @@
 package natsjs
 
 import (
+	"time"
+
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/settlehq/settle/core/batching"
 )
@@ -41,10 +43,32 @@ func autoCeiling(ci *jetstream.ConsumerInfo) int {
 	return n
 }
 
-// fetchSize is how many messages the next pull request asks for: the fetch size, and no more
-// than the window's.
-func (c *consumer) fetchSize() int {
-	return max(min(c.win.batch(), int(c.size.Load())), 1)
+// flowWait bounds how long a pull request sent while messages flow (the last fetch came back
+// full) waits on the server: if the flow stops, the request expires soon and the next asks for
+// no more than the stream holds.
+const flowWait = 100 * time.Millisecond
+
+// fetchSize is how many messages the next pull request asks for, and how long it waits on the
+// server: the fetch size, no more than the window's; while messages flow (the last fetch came
+// back full), for up to flowWait; otherwise for FetchWait, and for no more messages than the
+// stream holds for the consumer (at least one).
+//
+// The limit is for instances that compete on one consumer: when one dies, the messages it held
+// come due after the AckWait and go into whichever pull request is open, up to its size. A
+// subscription idle on a drained queue asks for one message, so they reach it one by one and
+// the first (suspect) starts the window; one large open request would take them together, and a
+// crash on one of them would charge the others a second delivery that no handler ran. While
+// messages flow, a request for the whole size streams them to the workers as they are published
+// (asking for the backlog alone, which is about zero when the workers keep up, cost a round trip
+// per message: p50 latency 1.07 ms against 0.36 at 10,000 messages a second in BenchmarkLatency).
+func (c *consumer) fetchSize() (int, time.Duration) {
+	n, wait := min(c.win.batch(), int(c.size.Load())), c.cfg.fetchWait
+	if c.flowing.Load() {
+		wait = min(wait, flowWait)
+	} else if b := c.backlog.Load(); b < int64(n) {
+		n = int(b)
+	}
+	return max(n, 1), wait
 }
 
 // ackBatch is how many +ACKs make one write of unconfirmed acknowledgements: a fetch's worth.

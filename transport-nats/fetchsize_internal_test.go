@@ -15,8 +15,9 @@ import (
 func TestAdaptRule(t *testing.T) {
 	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := &consumer{base: 2, batch: 300, clock: vc, log: slog.New(slog.DiscardHandler),
-		win: newWindow(vc, time.Minute, 300, false)}
+		win: newWindow(vc, time.Minute, 300, false), cfg: &queueConfig{fetchWait: 5 * time.Second}}
 	c.size.Store(2)
+	c.backlog.Store(1 << 20) // a backlog larger than any fetch
 	steps := []struct {
 		asked, got int
 		took       time.Duration
@@ -45,13 +46,44 @@ func TestAdaptRule(t *testing.T) {
 		if got := int(c.size.Load()); got != s.want {
 			t.Fatalf("step %d (asked %d, got %d, took %v): size %d; want %d", i, s.asked, s.got, s.took, got, s.want)
 		}
-		if got := c.fetchSize(); got != s.want {
+		if got, _ := c.fetchSize(); got != s.want {
 			t.Fatalf("step %d: fetchSize %d; want %d", i, got, s.want)
 		}
 	}
 	// The window bounds it: after a suspect delivery, one message at a time.
 	c.win.suspect()
-	if got := c.fetchSize(); got != 1 {
+	if got, _ := c.fetchSize(); got != 1 {
 		t.Fatalf("fetchSize in a suspect stretch %d; want 1", got)
+	}
+}
+
+// TestFetchSizeFollowsTheBacklog: a pull request asks for no more than the stream holds for the
+// consumer (at least one) and waits FetchWait, unless the last fetch came back full: then it
+// asks for the whole size and waits no longer than flowWait.
+func TestFetchSizeFollowsTheBacklog(t *testing.T) {
+	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := &consumer{base: 16, batch: 300, clock: vc, win: newWindow(vc, time.Minute, 300, false),
+		cfg: &queueConfig{fetchWait: 5 * time.Second}}
+	c.size.Store(16)
+	cases := []struct {
+		backlog   int64
+		flowing   bool
+		fetchWait time.Duration
+		n         int
+		wait      time.Duration
+	}{
+		{1000, false, 5 * time.Second, 16, 5 * time.Second},
+		{3, false, 5 * time.Second, 3, 5 * time.Second},
+		{0, false, 5 * time.Second, 1, 5 * time.Second}, // idle: one message
+		{0, true, 5 * time.Second, 16, flowWait},        // flowing: the size, briefly
+		{3, true, 50 * time.Millisecond, 16, 50 * time.Millisecond},
+	}
+	for _, k := range cases {
+		c.backlog.Store(k.backlog)
+		c.flowing.Store(k.flowing)
+		c.cfg.fetchWait = k.fetchWait
+		if n, wait := c.fetchSize(); n != k.n || wait != k.wait {
+			t.Errorf("backlog %d, flowing %v, FetchWait %v: asks %d for %v; want %d for %v", k.backlog, k.flowing, k.fetchWait, n, wait, k.n, k.wait)
+		}
 	}
 }

@@ -52,14 +52,6 @@ func allPulls(t *testing.T, sub *nats.Subscription) []int {
 	}
 }
 
-// drain starts the App, publishes n messages to name and waits until they are settled.
-func (r *rig) drain(name string, n int) {
-	r.t.Helper()
-	r.mustStart() // declares the stream, when declaring
-	r.publishMany(name, n)
-	r.rec.WaitSettled(n)
-}
-
 // publishMany publishes n messages named body-1 … body-n to name, waiting for every ack.
 func (r *rig) publishMany(name string, n int) {
 	r.t.Helper()
@@ -80,17 +72,20 @@ func (r *rig) publishMany(name string, n int) {
 // TestFetchSizeAdapts: a subscription with no FetchBatch starts fetching its worker count, grows
 // its fetches while they come back full and are got through fast (a backlog and a no-op
 // handler: far fewer pull requests than messages, none above DefaultMaxFetch), and, once the
-// queue is empty and its requests expire with nothing, comes back down to the worker count.
+// queue is empty, asks for one message at a time (the last delivery said nothing was left).
 func TestFetchSizeAdapts(t *testing.T) {
 	eachServer(t, func(t *testing.T, url string) {
 		const n = 3000
-		r := newRig(t, url, clock.Real(), natsjs.DeclareTopology(true))
+		r := newRig(t, url, clock.Real())
+		declareWorkQueue(t, r, "work", jetstream.ConsumerConfig{})
+		r.publishMany("work", n) // a backlog: a pull asks for no more than the stream holds
 		q := r.queue("work", natsjs.FetchWait(100*time.Millisecond))
 		if err := core.Subscribe(r.app, q, func(context.Context, *core.Message[string]) error { return nil }, raw); err != nil {
 			t.Fatal(err)
 		}
 		pulls := r.pulls(r.stream("work"), r.stream("work"))
-		r.drain("work", n)
+		r.mustStart()
+		r.rec.WaitSettled(n)
 		sizes := allPulls(t, pulls)
 		head := sizes[:min(len(sizes), 20)]
 		if len(sizes) == 0 || sizes[0] != 1 {
@@ -106,44 +101,81 @@ func TestFetchSizeAdapts(t *testing.T) {
 		if len(sizes) > n/20 {
 			t.Fatalf("%d pull requests for %d messages: the fetches did not grow (first %v)", len(sizes), n, head)
 		}
-		// Idle now: each request expires with nothing, and the next asks for half as many.
-		last := top
-		deadline := time.Now().Add(coretest.WaitTimeout)
-		for last > 1 {
-			b := nextPull(t, pulls, time.Until(deadline))
-			if b == 0 {
-				t.Fatalf("the pull requests did not come down to one message within %v (last %d)", coretest.WaitTimeout, last)
-			}
-			if b > last {
-				t.Fatalf("an idle subscription's pull request grew from %d to %d", last, b)
-			}
-			last = b
-		}
+		idleAtOne(t, pulls)
 	})
 }
 
-// TestFetchBatchFixesTheSize: FetchBatch(n) asks for n messages in every pull request, however
-// fast the handlers are.
+// idleAtOne checks that the pull requests of a subscription whose queue has just been drained
+// come down to one message each and stay there (three in a row, each expiring after its
+// FetchWait): nothing waits in the stream, and a message another subscription's crash returns
+// is then fetched alone. The first may still be for the whole size: the last fetch of the
+// drain came back full, and the request after it waits only flowWait.
+func idleAtOne(t *testing.T, pulls *nats.Subscription) {
+	t.Helper()
+	var seen []int
+	for ones := 0; ones < 3; {
+		b := nextPull(t, pulls, coretest.WaitTimeout)
+		if b == 0 {
+			t.Fatalf("no pull request within %v of an idle subscription (saw %v)", coretest.WaitTimeout, seen)
+		}
+		seen = append(seen, b)
+		switch {
+		case b == 1:
+			ones++
+		case len(seen) > 1:
+			t.Fatalf("idle pull requests %v; want them down to one message each after at most one (the stream holds none)", seen)
+		}
+	}
+}
+
+// TestFetchBatchFixesTheSize: FetchBatch(n) asks for n messages in every pull request while
+// messages flow, however fast the handlers are; once the stream is empty, for one.
 func TestFetchBatchFixesTheSize(t *testing.T) {
 	eachServer(t, func(t *testing.T, url string) {
 		const n, batch = 200, 7
-		r := newRig(t, url, clock.Real(), natsjs.DeclareTopology(true))
-		q := r.queue("work", natsjs.FetchBatch(batch))
+		r := newRig(t, url, clock.Real())
+		declareWorkQueue(t, r, "work", jetstream.ConsumerConfig{})
+		r.publishMany("work", n)
+		q := r.queue("work", natsjs.FetchBatch(batch), natsjs.FetchWait(100*time.Millisecond))
 		if err := core.Subscribe(r.app, q, func(context.Context, *core.Message[string]) error { return nil }, raw); err != nil {
 			t.Fatal(err)
 		}
 		pulls := r.pulls(r.stream("work"), r.stream("work"))
-		r.drain("work", n)
+		r.mustStart()
+		r.rec.WaitSettled(n)
 		sizes := allPulls(t, pulls)
-		for i, b := range sizes {
+		full := (n + batch - 1) / batch // the last of them comes back with what is left
+		if len(sizes) < full {
+			t.Fatalf("pull requests %v for %d messages; want at least %d of %d", sizes, n, full, batch)
+		}
+		for i, b := range sizes[:full] {
 			if b != batch {
-				t.Fatalf("pull request %d asked for %d messages; want %d (FetchBatch)", i+1, b, batch)
+				t.Fatalf("pull request %d asked for %d messages; want %d (FetchBatch): %v", i+1, b, batch, sizes)
 			}
 		}
-		if len(sizes) < n/batch {
-			t.Fatalf("%d pull requests of %d for %d messages", len(sizes), batch, n)
+		for i, b := range sizes[full:] {
+			if b != 1 && (i > 0 || b != batch) {
+				t.Fatalf("pull request %d asked for %d messages with the stream empty; want 1: %v", full+1+i, b, sizes)
+			}
 		}
+		idleAtOne(t, pulls)
 	})
+}
+
+// declareWorkQueue creates the stream and durable consumer of r's queue name as an operator
+// would (explicit acks, filtered on its subject), with cfg's other fields.
+func declareWorkQueue(t *testing.T, r *rig, name string, cfg jetstream.ConsumerConfig) {
+	t.Helper()
+	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
+	defer cancel()
+	if _, err := r.admin.js.CreateStream(ctx, jetstream.StreamConfig{Name: r.stream(name), Subjects: []string{r.subject(name)},
+		Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Durable, cfg.AckPolicy, cfg.FilterSubject = r.stream(name), jetstream.AckExplicitPolicy, r.subject(name)
+	if _, err := r.admin.js.CreateConsumer(ctx, r.stream(name), cfg); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestFetchSizeWithinConsumerLimits: on an existing consumer whose MaxRequestBatch is 5, the
@@ -153,26 +185,24 @@ func TestFetchSizeWithinConsumerLimits(t *testing.T) {
 	eachServer(t, func(t *testing.T, url string) {
 		const n, limit = 300, 5
 		r := newRig(t, url, clock.Real())
-		ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
-		defer cancel()
-		if _, err := r.admin.js.CreateStream(ctx, jetstream.StreamConfig{Name: r.stream("work"), Subjects: []string{r.subject("work")},
-			Retention: jetstream.WorkQueuePolicy}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.admin.js.CreateConsumer(ctx, r.stream("work"), jetstream.ConsumerConfig{Durable: r.stream("work"),
-			AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: r.subject("work"), MaxRequestBatch: limit}); err != nil {
-			t.Fatal(err)
-		}
+		declareWorkQueue(t, r, "work", jetstream.ConsumerConfig{MaxRequestBatch: limit})
+		r.publishMany("work", n)
 		if err := core.Subscribe(r.app, r.queue("work"), func(context.Context, *core.Message[string]) error { return nil },
 			raw, core.Workers(8)); err != nil {
 			t.Fatal(err)
 		}
 		pulls := r.pulls(r.stream("work"), r.stream("work"))
-		r.drain("work", n)
+		r.mustStart()
+		r.rec.WaitSettled(n)
+		top := 0
 		for i, b := range allPulls(t, pulls) {
 			if b > limit {
 				t.Fatalf("pull request %d asked for %d messages; the consumer's MaxRequestBatch is %d", i+1, b, limit)
 			}
+			top = max(top, b)
+		}
+		if top != limit {
+			t.Fatalf("the largest pull request asked for %d messages; want %d (8 workers, a backlog of %d)", top, limit, n)
 		}
 		if failed := r.logs.Find("settle: taking the next delivery failed; trying again"); len(failed) > 0 {
 			t.Fatalf("fetches failed: %v", failed[0])

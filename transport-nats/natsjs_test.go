@@ -316,12 +316,17 @@ func TestPublishDedupeAndHeaders(t *testing.T) {
 }
 
 // TestLeaseCoversWaitingMessages: a fetched message waiting for a free worker is extended like
-// those being handled, so slow handlers do not let it lapse. Two workers: m1 is acked at once,
-// its worker fetches m3 and m4, takes m3 and blocks like m2's; m4 waits.
+// those being handled, so slow handlers do not let it lapse. Two workers and four messages in
+// the stream: the first fetch takes m1 and m2; m1 is acked at once, its worker fetches m3 and
+// m4, takes m3 and blocks like m2's; m4 waits.
 func TestLeaseCoversWaitingMessages(t *testing.T) {
 	eachServer(t, func(t *testing.T, url string) {
 		vc := clock.NewVirtual(coretest.Epoch)
-		r := newRig(t, url, vc, natsjs.DeclareTopology(true))
+		r := newRig(t, url, vc)
+		declareWorkQueue(t, r, "work", jetstream.ConsumerConfig{AckWait: 9 * time.Second})
+		for _, b := range []string{"m1", "m2", "m3", "m4"} {
+			r.publish("work", b, nil)
+		}
 		entered, release := make(chan string, 4), make(chan struct{})
 		h := func(_ context.Context, m *core.Message[string]) error {
 			if m.Payload == "m1" {
@@ -339,9 +344,6 @@ func TestLeaseCoversWaitingMessages(t *testing.T) {
 		var once sync.Once
 		unblock := func() { once.Do(func() { close(release) }) }
 		t.Cleanup(unblock) // before the App stops, should the test fail early
-		for _, b := range []string{"m1", "m2", "m3", "m4"} {
-			r.publish("work", b, nil)
-		}
 		<-entered
 		<-entered
 		// Wait until the server has delivered m4 and taken m1's ack (its account of pending

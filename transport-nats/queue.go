@@ -185,7 +185,10 @@ func UnconfirmedAcks() QueueOption {
 // consumer's MaxRequestBatch fails the subscription's start: the server would refuse it. Fetched
 // messages wait for a free worker, leased (+WPI) all the while, and each is charged a delivery
 // if the process dies holding it: a fixed batch bounds that for handlers whose speed varies; a
-// batch of the worker count is the least a fetch holds.
+// batch of the worker count is the least a fetch holds. Either way a pull request asks for no
+// more than the stream holds for the consumer, as the latest delivery said (at least one),
+// unless the last fetch came back full: then it asks for the whole batch and waits on the
+// server for at most 100 ms.
 func FetchBatch(n int) QueueOption {
 	return func(c *queueConfig) error {
 		if n < 1 {
