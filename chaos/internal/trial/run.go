@@ -186,14 +186,19 @@ func inProcessDelay(b backend) time.Duration {
 // between that count and the handler charges it again; a quorum queue charges every message
 // in a dying consumer's window, and a message one consumer's crash returned may wait in
 // another's open window when that one dies too: each crash charges a message at most once,
-// as transport-amqp documents. A classic queue counts nothing at delivery; a JetStream
-// consumer holds a suspect message alone, so one charge without a handler stays the limit.
-func chargePerCrash(b backend) bool {
+// as transport-amqp documents. A classic queue counts nothing at delivery. A JetStream
+// subscription alone on its consumer holds a suspect message alone, so one charge without a
+// handler stays the limit; with several worker processes on one consumer, one's crash returns
+// its messages into another's open pull request, which holds a whole batch of them when it is
+// busy with a backlog: each crash at most once, as transport-nats documents.
+func chargePerCrash(b backend, workers int) bool {
 	switch b := b.(type) {
 	case *sqlBackend:
 		return true
 	case *amqpBackend:
 		return b.queueType == "quorum"
+	case *natsBackend:
+		return workers > 1
 	}
 	return false
 }
@@ -421,7 +426,7 @@ func (r *run) execute(ctx context.Context) (*chaos.Result, error) {
 	res := chaos.Check(entries, snap, chaos.Expect{
 		IDs: r.ids, Mix: r.mix, Cap: 3, SideRows: r.b.sideRows() && r.sc.Transactional,
 		StrictAttempts: r.b.strictAttempts(), StallBound: r.sc.StallBound, RecoverBound: r.sc.RecoverBound, MaxRuns: r.sc.MaxRuns,
-		InProcessDelay: inProcessDelay(r.b), CopyOutcomes: copyOutcomes(r.b), ChargePerCrash: chargePerCrash(r.b),
+		InProcessDelay: inProcessDelay(r.b), CopyOutcomes: copyOutcomes(r.b), ChargePerCrash: chargePerCrash(r.b, r.sc.Workers),
 	})
 	res.Torn = torn
 	return res, nil
