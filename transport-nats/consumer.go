@@ -274,9 +274,7 @@ func (c *consumer) next(ctx context.Context) (*Delivery, error) {
 			}
 			continue
 		}
-		c.endFetch(f)
-		c.flowing.Store(f.asked > 0 && int(f.got.Load()) >= f.asked)
-		c.adapt(f)
+		c.fetchEnded(f)
 		if err := fetchErr(f); err != nil {
 			err = c.fetchFailed(err)
 			if c.recovering(ctx, err) {
@@ -309,14 +307,26 @@ func (c *consumer) recovering(ctx context.Context, err error) bool {
 	return clock.Sleep(ctx, c.clock, recoverEvery) == nil
 }
 
-// endFetch forgets f, whose messages have all been taken.
-func (c *consumer) endFetch(f *fetch) {
+// fetchEnded is what a worker does when f, which it was taking messages from, has ended: every
+// worker waiting on f sees that, and the one that forgets f sizes the next fetch.
+func (c *consumer) fetchEnded(f *fetch) {
+	if c.endFetch(f) {
+		c.flowing.Store(f.asked > 0 && int(f.got.Load()) >= f.asked)
+		c.adapt(f)
+	}
+}
+
+// endFetch forgets f, whose messages have all been taken, and reports whether this call did
+// (false: another worker had, or Close).
+func (c *consumer) endFetch(f *fetch) bool {
 	c.curMu.Lock()
-	if c.cur == f {
+	ended := c.cur == f
+	if ended {
 		c.cur = nil
 	}
 	c.curMu.Unlock()
 	f.cancel()
+	return ended
 }
 
 // fetchErr is how the ended fetch f failed: nil when it ended with its batch, its expiry or

@@ -87,3 +87,25 @@ func TestFetchSizeFollowsTheBacklog(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchEndedSizesOnce: every worker waiting on a fetch sees it end, but only the first sizes
+// the next: eight workers seeing a slow fetch end halve the size once, not eight times.
+func TestFetchEndedSizesOnce(t *testing.T) {
+	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := &consumer{base: 2, batch: 300, clock: vc, log: slog.New(slog.DiscardHandler),
+		win: newWindow(vc, time.Minute, 300, false), cfg: &queueConfig{fetchWait: 5 * time.Second}}
+	c.size.Store(64)
+	f := &fetch{asked: 64, at: vc.Now(), cancel: func() {}}
+	f.got.Store(64)
+	c.cur = f
+	vc.Advance(time.Second) // slower than 4 × batching.Cycle: halve
+	for range 8 {
+		c.fetchEnded(f)
+	}
+	if got := c.size.Load(); got != 32 {
+		t.Fatalf("size %d after eight workers saw one slow fetch of 64 end; want 32 (halved once)", got)
+	}
+	if !c.flowing.Load() {
+		t.Fatal("a fetch that came back full left the subscription not flowing")
+	}
+}
