@@ -189,6 +189,7 @@ func (c *consumer) dropStale() {
 // context's deadline sets the request's expiry on the server; Close cancels it.
 func (c *consumer) pull() (*fetch, error) {
 	n, wait := c.fetchSize()
+	wait = c.pullWait(wait, c.nc.IsConnected())
 	ctx, cancel := context.WithTimeout(c.ctx, wait)
 	at := c.clock.Now()
 	b, err := c.cons.Fetch(n, jetstream.FetchContext(ctx))
@@ -291,10 +292,28 @@ func (c *consumer) next(ctx context.Context) (*Delivery, error) {
 // settlement after a restart could wait seconds after JetStream was back. So for recoverFor
 // after a reconnection, a failed fetch is retried every recoverEvery instead, logged at debug
 // level; after that, failures go to core as any other.
+//
+// A pull request sent while the connection is down, or in the first recoverFor after it came
+// back, expires after recoverWait at most (on the server and in the client alike): a request the
+// server lost around its restart, or took while its consumer was still loading and never
+// answered, would otherwise hold the subscription for FetchWait, with the stream full. An idle
+// subscription sends a request every recoverWait meanwhile, a few dozen in all.
 const (
 	recoverFor   = 10 * time.Second
 	recoverEvery = 100 * time.Millisecond
+	recoverWait  = 500 * time.Millisecond
 )
+
+// pullWait is how long the next pull request waits on the server for messages: wait (the fetch
+// size's), or at most recoverWait while the connection is down or since it came back less than
+// recoverFor ago (on the clock).
+func (c *consumer) pullWait(wait time.Duration, connected bool) time.Duration {
+	at := c.reconnectedAt.Load()
+	if !connected || (at != 0 && c.clock.Now().Sub(time.Unix(0, at)) <= recoverFor) {
+		return min(wait, recoverWait)
+	}
+	return wait
+}
 
 // recovering reports whether the fetch that failed with err is retried (after recoverEvery on
 // the clock): the connection is up and was restored less than recoverFor ago.

@@ -109,3 +109,36 @@ func TestFetchEndedSizesOnce(t *testing.T) {
 		t.Fatal("a fetch that came back full left the subscription not flowing")
 	}
 }
+
+// TestPullWaitAfterReconnection: a pull request waits its fetch's time on the server, except
+// while the connection is down and for recoverFor after it came back: then recoverWait at most,
+// so that a request the server lost around a restart holds the subscription that long only.
+func TestPullWaitAfterReconnection(t *testing.T) {
+	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := &consumer{clock: vc}
+	steps := []struct {
+		name      string
+		advance   time.Duration
+		reconnect bool
+		connected bool
+		wait      time.Duration
+		want      time.Duration
+	}{
+		{"never reconnected", 0, false, true, 5 * time.Second, 5 * time.Second},
+		{"down before any reconnection", 0, false, false, 5 * time.Second, recoverWait},
+		{"just reconnected", 0, true, true, 5 * time.Second, recoverWait},
+		{"a flowing fetch's shorter wait stands", 0, false, true, flowWait, flowWait},
+		{"at the end of recoverFor", recoverFor, false, true, 5 * time.Second, recoverWait},
+		{"past recoverFor", time.Millisecond, false, true, 5 * time.Second, 5 * time.Second},
+		{"down again, long after", time.Hour, false, false, 5 * time.Second, recoverWait},
+	}
+	for _, s := range steps {
+		vc.Advance(s.advance)
+		if s.reconnect {
+			c.reconnectedAt.Store(vc.Now().UnixNano())
+		}
+		if got := c.pullWait(s.wait, s.connected); got != s.want {
+			t.Errorf("%s: pullWait(%v, connected %v) = %v; want %v", s.name, s.wait, s.connected, got, s.want)
+		}
+	}
+}

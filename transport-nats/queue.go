@@ -200,7 +200,9 @@ func FetchBatch(n int) QueueOption {
 }
 
 // FetchWait sets how long one pull request waits on the server for messages
-// (default DefaultFetchWait).
+// (default DefaultFetchWait). While the connection is down, and for 10 s after it came back, a
+// request waits 500 ms at most: a restarted server may lose one, and the subscription would
+// otherwise wait out d before asking again.
 func FetchWait(d time.Duration) QueueOption {
 	return func(c *queueConfig) error {
 		if d < 100*time.Millisecond {

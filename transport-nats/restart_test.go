@@ -2,6 +2,7 @@ package natsjs_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
@@ -122,6 +124,69 @@ func TestRestartedServerServesAtOnce(t *testing.T) {
 	if d > time.Second {
 		t.Fatalf("first settlement %v after the server was back; want within 1s (reconnect wait 250ms)", d)
 	}
+}
+
+// A pull request the restarted server loses (one it took while its consumer was still
+// loading, one flushed from the client's buffer as it came back) holds the subscription only
+// briefly: for a while after the connection came back, every request expires on the server
+// within half a second, where this subscription's FetchWait is 20 s. The test reads the requests
+// off the new server's pull subject.
+func TestPullRequestsShortAfterRestart(t *testing.T) {
+	port, dir := freePort(t), t.TempDir()
+	s, url, p := proxied(t, port, dir, 4320, 4321, 4322, 4323, 4324, 4325, 4326, 4327, 4328, 4329)
+	t.Cleanup(func() { s.Shutdown() }) // the server started again below
+	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.DeclareTopology(true))
+	if err := core.Subscribe(r.app, r.queue("work", natsjs.FetchWait(20*time.Second)), func(context.Context, *core.Message[string]) error { return nil },
+		core.WithCodec(core.Raw)); err != nil {
+		t.Fatal(err)
+	}
+	r.mustStart()
+	r.publish("work", "before", nil)
+	r.rec.WaitSettled(1)
+
+	p.Cut()
+	s.Shutdown()
+	s.WaitForShutdown()
+	s = ownServer(t, port, dir)
+	a := newAdmin(t, url)
+	type request struct {
+		Batch   int   `json:"batch"`
+		Expires int64 `json:"expires"`
+	}
+	requests := make(chan request, 64)
+	if _, err := a.nc.Subscribe("$JS.API.CONSUMER.MSG.NEXT."+r.stream("work")+"."+r.stream("work"), func(m *nats.Msg) {
+		var q request
+		if err := json.Unmarshal(m.Data, &q); err != nil {
+			t.Errorf("pull request %q: %v", m.Data, err)
+		}
+		select {
+		case requests <- q:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p.Restore()
+	// An idle subscription asks again as each request expires: three in a row, each short.
+	for i := range 3 {
+		select {
+		case q := <-requests:
+			if w := time.Duration(q.Expires); w <= 0 || w > 500*time.Millisecond {
+				t.Fatalf("pull request %d after the restart waits %v on the server (batch %d); want at most 500ms", i+1, w, q.Batch)
+			}
+		case <-time.After(coretest.WaitTimeout):
+			t.Fatalf("%d pull requests within %v of the restart; want 3 (an idle subscription asks again every 500ms)", i, coretest.WaitTimeout)
+		}
+	}
+	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
+	defer cancel()
+	if _, err := a.js.Publish(ctx, r.subject("work"), []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	r.rec.WaitSettled(2)
 }
 
 // While a restarted server has not loaded JetStream yet, the subscription's fetches fail; they
