@@ -74,6 +74,41 @@ func waitStored(ctx context.Context, t *testing.T, a *admin, stream string) {
 	}
 }
 
+// restarting is a subscription (FetchWait 20 s, a handler that acknowledges) on an embedded
+// server reached through a proxy, with one message settled; the test cuts the proxy and
+// restarts the server.
+type restarting struct {
+	s        *natsserver.Server
+	port     int
+	dir, url string // the server's store and its own URL
+	p        *coretest.Proxy
+	r        *rig
+}
+
+func newRestarting(t *testing.T, ports ...int) *restarting {
+	t.Helper()
+	x := &restarting{port: freePort(t), dir: t.TempDir()}
+	x.s, x.url, x.p = proxied(t, x.port, x.dir, ports...)
+	t.Cleanup(func() { x.s.Shutdown() }) // the server restart started
+	x.r = newRig(t, "nats://"+x.p.Addr(), clock.Real(), natsjs.DeclareTopology(true))
+	if err := core.Subscribe(x.r.app, x.r.queue("work", natsjs.FetchWait(20*time.Second)), func(context.Context, *core.Message[string]) error { return nil },
+		core.WithCodec(core.Raw)); err != nil {
+		t.Fatal(err)
+	}
+	x.r.mustStart()
+	x.r.publish("work", "before", nil)
+	x.r.rec.WaitSettled(1)
+	return x
+}
+
+// restart stops the server and starts it again on its port and store.
+func (x *restarting) restart(t *testing.T) {
+	t.Helper()
+	x.s.Shutdown()
+	x.s.WaitForShutdown()
+	x.s = ownServer(t, x.port, x.dir)
+}
+
 // After the server restarts, the subscription settles again as soon as it has reconnected. A
 // server that stops in an orderly way tells the pull requests it holds; one that crashes (here:
 // the connection cut at a proxy of the test's own, ports 4300-4309, before the server stops)
@@ -81,17 +116,8 @@ func waitStored(ctx context.Context, t *testing.T, a *admin, stream string) {
 // expire (FetchWait, 20s here) before fetching again. Reconnected to a server with another id, it
 // now ends that fetch and sends a new request at once.
 func TestRestartedServerServesAtOnce(t *testing.T) {
-	port, dir := freePort(t), t.TempDir()
-	s, url, p := proxied(t, port, dir, 4300, 4301, 4302, 4303, 4304, 4305, 4306, 4307, 4308, 4309)
-	t.Cleanup(func() { s.Shutdown() }) // the server started again below
-	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.DeclareTopology(true))
-	if err := core.Subscribe(r.app, r.queue("work", natsjs.FetchWait(20*time.Second)), func(context.Context, *core.Message[string]) error { return nil },
-		core.WithCodec(core.Raw)); err != nil {
-		t.Fatal(err)
-	}
-	r.mustStart()
-	r.publish("work", "before", nil)
-	r.rec.WaitSettled(1)
+	x := newRestarting(t, 4300, 4301, 4302, 4303, 4304, 4305, 4306, 4307, 4308, 4309)
+	r := x.r
 	// The server holds the subscription's next pull request.
 	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
 	defer cancel()
@@ -109,13 +135,11 @@ func TestRestartedServerServesAtOnce(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	p.Cut() // the client hears nothing more from this server
-	s.Shutdown()
-	s.WaitForShutdown()
-	s = ownServer(t, port, dir)
-	p.Restore()
+	x.p.Cut() // the client hears nothing more from this server
+	x.restart(t)
+	x.p.Restore()
 	back := time.Now()
-	if _, err := newAdmin(t, url).js.Publish(ctx, r.subject("work"), []byte("after")); err != nil {
+	if _, err := newAdmin(t, x.url).js.Publish(ctx, r.subject("work"), []byte("after")); err != nil {
 		t.Fatal(err)
 	}
 	r.rec.WaitSettled(2)
@@ -132,23 +156,11 @@ func TestRestartedServerServesAtOnce(t *testing.T) {
 // within half a second, where this subscription's FetchWait is 20 s. The test reads the requests
 // off the new server's pull subject.
 func TestPullRequestsShortAfterRestart(t *testing.T) {
-	port, dir := freePort(t), t.TempDir()
-	s, url, p := proxied(t, port, dir, 4320, 4321, 4322, 4323, 4324, 4325, 4326, 4327, 4328, 4329)
-	t.Cleanup(func() { s.Shutdown() }) // the server started again below
-	r := newRig(t, "nats://"+p.Addr(), clock.Real(), natsjs.DeclareTopology(true))
-	if err := core.Subscribe(r.app, r.queue("work", natsjs.FetchWait(20*time.Second)), func(context.Context, *core.Message[string]) error { return nil },
-		core.WithCodec(core.Raw)); err != nil {
-		t.Fatal(err)
-	}
-	r.mustStart()
-	r.publish("work", "before", nil)
-	r.rec.WaitSettled(1)
-
-	p.Cut()
-	s.Shutdown()
-	s.WaitForShutdown()
-	s = ownServer(t, port, dir)
-	a := newAdmin(t, url)
+	x := newRestarting(t, 4320, 4321, 4322, 4323, 4324, 4325, 4326, 4327, 4328, 4329)
+	r := x.r
+	x.p.Cut()
+	x.restart(t)
+	a := newAdmin(t, x.url)
 	type request struct {
 		Batch   int   `json:"batch"`
 		Expires int64 `json:"expires"`
@@ -169,7 +181,7 @@ func TestPullRequestsShortAfterRestart(t *testing.T) {
 	if err := a.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	p.Restore()
+	x.p.Restore()
 	// An idle subscription asks again as each request expires: three in a row, each short.
 	for i := range 3 {
 		select {
