@@ -308,18 +308,23 @@ const (
 // size's), or at most recoverWait while the connection is down or since it came back less than
 // recoverFor ago (on the clock).
 func (c *consumer) pullWait(wait time.Duration, connected bool) time.Duration {
-	at := c.reconnectedAt.Load()
-	if !connected || (at != 0 && c.clock.Now().Sub(time.Unix(0, at)) <= recoverFor) {
+	if !connected || c.reconnectedLately() {
 		return min(wait, recoverWait)
 	}
 	return wait
 }
 
+// reconnectedLately reports whether the connection was restored less than recoverFor ago (on
+// the clock).
+func (c *consumer) reconnectedLately() bool {
+	at := c.reconnectedAt.Load()
+	return at != 0 && c.clock.Now().Sub(time.Unix(0, at)) <= recoverFor
+}
+
 // recovering reports whether the fetch that failed with err is retried (after recoverEvery on
 // the clock): the connection is up and was restored less than recoverFor ago.
 func (c *consumer) recovering(ctx context.Context, err error) bool {
-	at := c.reconnectedAt.Load()
-	if at == 0 || c.ctx.Err() != nil || !c.nc.IsConnected() || c.clock.Now().Sub(time.Unix(0, at)) > recoverFor {
+	if c.ctx.Err() != nil || !c.nc.IsConnected() || !c.reconnectedLately() {
 		return false
 	}
 	c.log.Debug("nats: fetching after a reconnection failed; trying again", "error", err, "wait", recoverEvery)

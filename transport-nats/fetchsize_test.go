@@ -19,22 +19,39 @@ import (
 // ordinary subject, which any client of the account can listen to.
 func (r *rig) pulls(stream, durable string) *nats.Subscription {
 	r.t.Helper()
-	return r.spy("$JS.API.CONSUMER.MSG.NEXT." + stream + "." + durable)
+	return r.admin.pulls(r.t, stream, durable)
+}
+
+// pulls spies, on a's connection, on the pull requests of stream/durable's consumer.
+func (a *admin) pulls(t *testing.T, stream, durable string) *nats.Subscription {
+	t.Helper()
+	return a.spy(t, "$JS.API.CONSUMER.MSG.NEXT."+stream+"."+durable)
+}
+
+// pullRequest is what a pull request asks the server for.
+type pullRequest struct {
+	Batch   int   `json:"batch"`
+	Expires int64 `json:"expires"` // how long it waits on the server, in nanoseconds
+}
+
+// nextPullRequest returns the next pull request the spy sees within d (false: none came).
+func nextPullRequest(t *testing.T, sub *nats.Subscription, d time.Duration) (pullRequest, bool) {
+	t.Helper()
+	m, err := sub.NextMsg(d)
+	if err != nil {
+		return pullRequest{}, false
+	}
+	var req pullRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		t.Fatalf("pull request %q: %v", m.Data, err)
+	}
+	return req, true
 }
 
 // nextPull returns the batch of the next pull request the spy sees within d (0: none came).
 func nextPull(t *testing.T, sub *nats.Subscription, d time.Duration) int {
 	t.Helper()
-	m, err := sub.NextMsg(d)
-	if err != nil {
-		return 0
-	}
-	var req struct {
-		Batch int `json:"batch"`
-	}
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		t.Fatalf("pull request %q: %v", m.Data, err)
-	}
+	req, _ := nextPullRequest(t, sub, d)
 	return req.Batch
 }
 

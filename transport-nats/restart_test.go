@@ -2,7 +2,6 @@ package natsjs_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
@@ -161,36 +159,16 @@ func TestPullRequestsShortAfterRestart(t *testing.T) {
 	x.p.Cut()
 	x.restart(t)
 	a := newAdmin(t, x.url)
-	type request struct {
-		Batch   int   `json:"batch"`
-		Expires int64 `json:"expires"`
-	}
-	requests := make(chan request, 64)
-	if _, err := a.nc.Subscribe("$JS.API.CONSUMER.MSG.NEXT."+r.stream("work")+"."+r.stream("work"), func(m *nats.Msg) {
-		var q request
-		if err := json.Unmarshal(m.Data, &q); err != nil {
-			t.Errorf("pull request %q: %v", m.Data, err)
-		}
-		select {
-		case requests <- q:
-		default:
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	pulls := a.pulls(t, r.stream("work"), r.stream("work"))
 	x.p.Restore()
 	// An idle subscription asks again as each request expires: three in a row, each short.
 	for i := range 3 {
-		select {
-		case q := <-requests:
-			if w := time.Duration(q.Expires); w <= 0 || w > 500*time.Millisecond {
-				t.Fatalf("pull request %d after the restart waits %v on the server (batch %d); want at most 500ms", i+1, w, q.Batch)
-			}
-		case <-time.After(coretest.WaitTimeout):
+		q, ok := nextPullRequest(t, pulls, coretest.WaitTimeout)
+		if !ok {
 			t.Fatalf("%d pull requests within %v of the restart; want 3 (an idle subscription asks again every 500ms)", i, coretest.WaitTimeout)
+		}
+		if w := time.Duration(q.Expires); w <= 0 || w > 500*time.Millisecond {
+			t.Fatalf("pull request %d after the restart waits %v on the server (batch %d); want at most 500ms", i+1, w, q.Batch)
 		}
 	}
 	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)

@@ -132,14 +132,20 @@ func (r *rig) acks(stream, durable string) *nats.Subscription {
 // spy subscribes the admin connection to subject until the test ends.
 func (r *rig) spy(subject string) *nats.Subscription {
 	r.t.Helper()
-	sub, err := r.admin.nc.SubscribeSync(subject)
+	return r.admin.spy(r.t, subject)
+}
+
+// spy subscribes a's connection to subject until the test ends.
+func (a *admin) spy(t *testing.T, subject string) *nats.Subscription {
+	t.Helper()
+	sub, err := a.nc.SubscribeSync(subject)
 	if err != nil {
-		r.t.Fatalf("spy on %s: %v", subject, err)
+		t.Fatalf("spy on %s: %v", subject, err)
 	}
-	if err := r.admin.nc.Flush(); err != nil {
-		r.t.Fatalf("flush: %v", err)
+	if err := a.nc.Flush(); err != nil {
+		t.Fatalf("flush: %v", err)
 	}
-	r.t.Cleanup(func() { _ = sub.Unsubscribe() })
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	return sub
 }
 
