@@ -251,7 +251,7 @@ func watermillAMQP(ctx context.Context, queue string, quorum bool, prefetch, n i
 // BenchmarkAMQP consumes and acknowledges persistent 200-byte messages through the raw
 // amqp091-go loop (per-message and multiple acknowledgements), settle, and watermill-amqp, on
 // classic and quorum queues at prefetch 1, 50 and 300, interleaved round by round on one
-// server. It prints each contender's best round in msgs/s and settle's ratios, and reports the
+// server in a balanced order (roundOrder). It prints each contender's best round in msgs/s and settle's ratios, and reports the
 // ratios as metrics. SETTLE_BENCH_AMQP_ONLY=classic/50 runs one case;
 // SETTLE_BENCH_AMQP_WHO=settle,multiple runs only the contenders whose names contain one of
 // the fragments (for profiles and quick comparisons).
@@ -281,7 +281,8 @@ func BenchmarkAMQP(b *testing.B) {
 				n := amqpN(b, p)
 				results := make([]result, len(contenders))
 				for round := range amqpRounds(b) {
-					for i, c := range contenders {
+					for _, i := range roundOrder(round, len(contenders)) {
+						c := contenders[i]
 						results[i].name = c.name
 						if !picked("SETTLE_BENCH_AMQP_WHO", c.name) {
 							continue
@@ -326,7 +327,7 @@ func BenchmarkAMQP(b *testing.B) {
 // with no option at all (core's default workers, the transport's default window: unlimited on
 // a classic queue, amqp.DefaultQuorumPrefetch on a quorum queue) beside the raw amqp091-go loop
 // with multiple acknowledgements every 50 at the same window and at a window of 300, interleaved
-// round by round.
+// round by round in a balanced order (roundOrder).
 //
 //	go test -run '^$' -bench 'BenchmarkAMQPDefaults$' -benchtime 1x ./bench
 //
@@ -358,8 +359,7 @@ func BenchmarkAMQPDefaults(b *testing.B) {
 			var ratios, wideRatios []float64
 			for round := range amqpRounds(b) {
 				var rates [3]float64
-				for j := range contenders {
-					i := (j + round) % len(contenders) // alternate who goes first
+				for _, i := range roundOrder(round, len(contenders)) {
 					c := contenders[i]
 					results[i].name = c.name
 					q := fmt.Sprintf("settle-bench-defaults-%s-%d-%d", kind, round, i)

@@ -66,8 +66,9 @@ type myResult struct {
 }
 
 // myRounds is how often every contender drains (SETTLE_BENCH_MARIADB_ROUNDS, default 3); the
-// rounds interleave the contenders, so that a noisy moment of the machine does not land on one
-// of them only, and the report gives each one's median.
+// rounds interleave the contenders in a balanced order (roundOrder), so that a noisy moment of
+// the machine, or what the previous drain left behind, does not land on one of them only, and
+// the report gives each one's median.
 func myRounds(b *testing.B) int {
 	n, err := strconv.Atoi(coretest.Env("SETTLE_BENCH_MARIADB_ROUNDS", "3"))
 	if err != nil || n < 1 {
@@ -87,8 +88,8 @@ func runMyContenders(b *testing.B, cs []myContender) []myResult {
 	admin, cfg := myAdminOrSkip(ctx, b)
 	defer admin.Close()
 	rounds := make([][]myResult, len(cs))
-	for range myRounds(b) {
-		for i, r := range runMyRound(ctx, b, admin, cfg, n, cs) {
+	for round := range myRounds(b) {
+		for i, r := range runMyRound(ctx, b, admin, cfg, n, cs, roundOrder(round, len(cs))) {
 			rounds[i] = append(rounds[i], r)
 		}
 	}
@@ -107,10 +108,12 @@ func runMyContenders(b *testing.B, cs []myContender) []myResult {
 	return out
 }
 
-// runMyRound drains n rows once per contender.
-func runMyRound(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.Config, n int, cs []myContender) []myResult {
-	var out []myResult
-	for _, c := range cs {
+// runMyRound drains n rows once per contender, in the order given (indices into cs), and
+// returns the results in cs's order.
+func runMyRound(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.Config, n int, cs []myContender, order []int) []myResult {
+	out := make([]myResult, len(cs))
+	for _, i := range order {
+		c := cs[i]
 		func() {
 			db, drop := myFreshDB(ctx, b, admin, cfg, "", c.conns, n)
 			defer drop()
@@ -129,8 +132,8 @@ func runMyRound(ctx context.Context, b *testing.B, admin *sql.DB, cfg *gomysql.C
 			if left != 0 {
 				b.Fatalf("%s: %d rows left in the table", c.name, left)
 			}
-			out = append(out, myResult{name: c.name, rate: float64(n) / taken.Seconds(),
-				allocsPer: float64(after.Mallocs-before.Mallocs) / float64(n)})
+			out[i] = myResult{name: c.name, rate: float64(n) / taken.Seconds(),
+				allocsPer: float64(after.Mallocs-before.Mallocs) / float64(n)}
 		}()
 	}
 	return out

@@ -290,7 +290,8 @@ func BenchmarkNATS(b *testing.B) {
 			bytes := make([]float64, len(contenders)) // allocated bytes per message (GC work)
 			cpu := make([][]float64, len(contenders)) // process CPU µs per message, per round
 			for round := range natsEnvInt(b, "SETTLE_BENCH_NATS_ROUNDS", "3") {
-				for i, c := range contenders {
+				for _, i := range roundOrder(round, len(contenders)) {
+					c := contenders[i]
 					results[i].name = c.name
 					if !picked("SETTLE_BENCH_NATS_WHO", c.name) {
 						continue

@@ -65,7 +65,7 @@ func pgRounds(b *testing.B) int {
 }
 
 // runPGContenders runs each contender on a fresh schema of its own, in rounds that interleave
-// the contenders, in the same process against the same server, and returns their jobs/s.
+// the contenders in a balanced order (roundOrder), in the same process against the same server, and returns their jobs/s.
 func runPGContenders(b *testing.B, cs []pgContender) []result {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
@@ -81,7 +81,8 @@ func runPGContenders(b *testing.B, cs []pgContender) []result {
 	cs = slices.DeleteFunc(slices.Clone(cs), func(c pgContender) bool { return !picked("SETTLE_BENCH_PG_WHO", c.name) })
 	out := make([]result, len(cs))
 	for round := range pgRounds(b) {
-		for i, c := range cs {
+		for _, i := range roundOrder(round, len(cs)) {
+			c := cs[i]
 			out[i].name = c.name
 			s := fmt.Sprintf("settle_bench_%d_%d", os.Getpid(), i)
 			if _, err := admin.Exec(ctx, "CREATE SCHEMA "+s); err != nil {

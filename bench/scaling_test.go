@@ -330,7 +330,7 @@ func myScaling(form string, xs []int) scaleCase {
 		e := env.(myScalingEnv)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 		defer cancel()
-		return runMyRound(ctx, b, e.admin, e.cfg, n, []myContender{c})[0].rate
+		return runMyRound(ctx, b, e.admin, e.cfg, n, []myContender{c}, []int{0})[0].rate
 	}
 	return scaleCase{
 		name: "mariadb " + form, backend: "mariadb",

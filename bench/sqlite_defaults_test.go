@@ -41,8 +41,7 @@ func BenchmarkSQLiteDefaults(b *testing.B) {
 	ref := map[int]int{2: 1, 3: 0}
 	rates := make([][]float64, len(names))
 	for r := range rounds {
-		for i := range names {
-			c := (i + r) % len(names)
+		for _, c := range roundOrder(r, len(names)) {
 			var rate float64
 			switch c {
 			case 0:

@@ -52,8 +52,7 @@ func BenchmarkSQLitePeers(b *testing.B) {
 	rates := make([][]float64, len(names))
 	for range b.N {
 		for r := range rounds {
-			for i := range names {
-				c := (i + r) % len(names)
+			for _, c := range roundOrder(r, len(names)) {
 				var rate float64
 				switch c {
 				case 0:

@@ -134,7 +134,7 @@ func wmSuffix() string {
 	return hex.EncodeToString(b)
 }
 
-// wmBench runs the contenders interleaved and prints each one's median publish and drain
+// wmBench runs the contenders interleaved in a balanced order (roundOrder) and prints each one's median publish and drain
 // rates, with the ratios to its peer's, and records both per contender (backend names the
 // server in the records: "postgres", "rabbitmq", "mariadb").
 func wmBench(b *testing.B, env, backend string, contenders []wmContender) {
@@ -143,7 +143,8 @@ func wmBench(b *testing.B, env, backend string, contenders []wmContender) {
 	rates := make(map[string][]wmRate)
 	for range b.N {
 		for r := range rounds {
-			for _, c := range contenders {
+			for _, i := range roundOrder(r, len(contenders)) {
+				c := contenders[i]
 				if !picked(env, c.name) {
 					continue
 				}
