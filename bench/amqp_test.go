@@ -251,8 +251,8 @@ func watermillAMQP(ctx context.Context, queue string, quorum bool, prefetch, n i
 // BenchmarkAMQP consumes and acknowledges persistent 200-byte messages through the raw
 // amqp091-go loop (per-message and multiple acknowledgements), settle, and watermill-amqp, on
 // classic and quorum queues at prefetch 1, 50 and 300, interleaved round by round on one
-// server in a balanced order (roundOrder). It prints each contender's best round in msgs/s and settle's ratios, and reports the
-// ratios as metrics. SETTLE_BENCH_AMQP_ONLY=classic/50 runs one case;
+// server in a balanced order (roundOrder). It prints each contender's best round in msgs/s and
+// settle's ratios, and reports the ratios as metrics. SETTLE_BENCH_AMQP_ONLY=classic/50 runs one case;
 // SETTLE_BENCH_AMQP_WHO=settle,multiple runs only the contenders whose names contain one of
 // the fragments (for profiles and quick comparisons).
 func BenchmarkAMQP(b *testing.B) {

@@ -16,11 +16,7 @@ func roundOrder(r, k int) []int {
 	if k <= 0 {
 		return nil
 	}
-	rows := k
-	if k%2 == 1 {
-		rows = 2 * k
-	}
-	r %= rows
+	r %= roundCycle(k)
 	// The first row 0, 1, k-1, 2, k-2, …; row i adds i to each (mod k); with k odd, rows k…2k-1
 	// are rows 0…k-1 reversed.
 	order := make([]int, k)
@@ -41,18 +37,26 @@ func roundOrder(r, k int) []int {
 	return order
 }
 
+// roundCycle is how many rounds roundOrder's design has for k contenders: k when k is even, 2k
+// when it is odd.
+func roundCycle(k int) int {
+	if k%2 == 1 {
+		return 2 * k
+	}
+	return k
+}
+
 func TestRoundOrder(t *testing.T) {
 	for k := 1; k <= 8; k++ {
-		rows := k
-		if k%2 == 1 {
-			rows = 2 * k
-		}
+		rows := roundCycle(k)
 		first := make([]int, k)
 		follows := map[[2]int]int{}
 		for r := range rows {
 			o := roundOrder(r, k)
-			if s := slices.Sorted(slices.Values(o)); !slices.Equal(s, seq(k)) {
-				t.Fatalf("k=%d round %d: %v is not a permutation of 0…%d", k, r, o, k-1)
+			for i, c := range slices.Sorted(slices.Values(o)) {
+				if c != i {
+					t.Fatalf("k=%d round %d: %v is not a permutation of 0…%d", k, r, o, k-1)
+				}
 			}
 			first[o[0]]++
 			for j := 1; j < k; j++ {
@@ -69,8 +73,9 @@ func TestRoundOrder(t *testing.T) {
 				if a == b {
 					continue
 				}
-				if n := follows[[2]int{a, b}]; n != (rows*(k-1))/(k*(k-1)) {
-					t.Errorf("k=%d: %d follows %d in %d rounds, want %d", k, b, a, n, (rows*(k-1))/(k*(k-1)))
+				// rows*(k-1) adjacent pairs over k*(k-1) ordered pairs of contenders
+				if n := follows[[2]int{a, b}]; n != rows/k {
+					t.Errorf("k=%d: %d follows %d in %d rounds, want %d", k, b, a, n, rows/k)
 				}
 			}
 		}
@@ -78,12 +83,4 @@ func TestRoundOrder(t *testing.T) {
 			t.Errorf("k=%d: the design does not repeat after %d rounds", k, rows)
 		}
 	}
-}
-
-func seq(k int) []int {
-	s := make([]int, k)
-	for i := range s {
-		s[i] = i
-	}
-	return s
 }

@@ -65,7 +65,8 @@ func pgRounds(b *testing.B) int {
 }
 
 // runPGContenders runs each contender on a fresh schema of its own, in rounds that interleave
-// the contenders in a balanced order (roundOrder), in the same process against the same server, and returns their jobs/s.
+// the contenders in a balanced order (roundOrder), in the same process against the same server,
+// and returns their jobs/s.
 func runPGContenders(b *testing.B, cs []pgContender) []result {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()

@@ -134,9 +134,9 @@ func wmSuffix() string {
 	return hex.EncodeToString(b)
 }
 
-// wmBench runs the contenders interleaved in a balanced order (roundOrder) and prints each one's median publish and drain
-// rates, with the ratios to its peer's, and records both per contender (backend names the
-// server in the records: "postgres", "rabbitmq", "mariadb").
+// wmBench runs the contenders interleaved in a balanced order (roundOrder) and prints each
+// one's median publish and drain rates, with the ratios to its peer's, and records both per
+// contender (backend names the server in the records: "postgres", "rabbitmq", "mariadb").
 func wmBench(b *testing.B, env, backend string, contenders []wmContender) {
 	ctx := context.Background()
 	n, rounds := wmN(b), wmRounds(b)

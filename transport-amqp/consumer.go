@@ -302,11 +302,10 @@ func (c *consumer) Next(ctx context.Context) (core.Delivery, error) {
 }
 
 // arrived wraps a delivery as it is received; a clean one that arrives while the window is
-// one delivery wide opens the full window (once it is open, without taking the window's lock
-// for every delivery). m is read, not kept (the delivery copies it).
+// one delivery wide opens the full window. m is read, not kept (the delivery copies it).
 func (c *consumer) arrived(s *session, m *amqp091.Delivery) core.Delivery {
 	d := c.wrap(s, m)
-	if s.next == nil && !s.win.full.Load() && !base(d).suspect {
+	if s.next == nil && !base(d).suspect {
 		// This clean delivery is the consumer's whole window, unacknowledged: the moment
 		// the full window can open without a delivery in flight to the old consumer.
 		next, err := s.open()

@@ -73,9 +73,14 @@ func (s *session) cancelForGood() {
 // not handed it out yet (so the broker has nothing in flight to it): basic.cancel, basic.qos with
 // the queue's Prefetch (0: no limit), basic.consume under a new tag. It returns the new
 // consumer's deliveries, to be read once the old consumer's channel has closed (nil: open
-// already); an error means the channel is unusable.
+// already); an error means the channel is unusable. Once the window is open (it never closes
+// within a session) it returns at once, without the lock: Next calls it for every clean
+// delivery.
 func (s *session) open() (<-chan amqp091.Delivery, error) {
 	w := &s.win
+	if w.full.Load() {
+		return nil, nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.full.Load() || w.stopped {
