@@ -2,6 +2,7 @@ package settleotel_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/settlehq/settle/core"
@@ -108,5 +109,57 @@ func TestQueueDepthGaugesFromOpsStats(t *testing.T) {
 	}
 	if _, err := r.tel.ObserveQueues(nil); err == nil {
 		t.Error("a nil queue was accepted")
+	}
+}
+
+// acmePropagator carries a span context in one header of its own ("acme-trace": trace id and
+// span id in hex), the way a service on a propagation format other than W3C's would.
+type acmePropagator struct{}
+
+func (acmePropagator) Inject(ctx context.Context, c propagation.TextMapCarrier) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		c.Set("acme-trace", sc.TraceID().String()+"-"+sc.SpanID().String())
+	}
+}
+
+func (acmePropagator) Extract(ctx context.Context, c propagation.TextMapCarrier) context.Context {
+	v := c.Get("acme-trace")
+	if len(v) != 32+1+16 {
+		return ctx
+	}
+	tid, err1 := trace.TraceIDFromHex(v[:32])
+	sid, err2 := trace.SpanIDFromHex(v[33:])
+	if err1 != nil || err2 != nil {
+		return ctx
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}
+
+func (acmePropagator) Fields() []string { return []string{"acme-trace"} }
+
+func TestWithPropagatorsWritesAndReadsTheGivenFormat(t *testing.T) {
+	r := newRig(t, settleotel.WithPropagators(acmePropagator{}))
+	coretest.Subscribe(r.Harness, "refunds", func(ctx context.Context, m *core.Message[Refund]) error { return nil })
+	r.Start()
+	ctx, producer := r.tp.Tracer("test").Start(context.Background(), "publish refunds", trace.WithSpanKind(trace.SpanKindProducer))
+	headers := core.InjectHeaders(ctx, r.tel.Propagator(), nil)
+	producer.End()
+	want := producer.SpanContext().TraceID().String() + "-" + producer.SpanContext().SpanID().String()
+	if headers["acme-trace"] != want || headers["traceparent"] != "" {
+		t.Fatalf("injected headers %v, want only acme-trace=%s", headers, want)
+	}
+	id := r.PublishRaw("refunds", []byte(`{"id":"r-1"}`), headers)
+	r.settled(1)
+	s := r.span(id, 1)
+	if len(s.Links) != 1 || s.Links[0].SpanContext.SpanID() != producer.SpanContext().SpanID() {
+		t.Fatalf("links %+v: the delivery's span did not read the producer from acme-trace", s.Links)
+	}
+}
+
+func TestWithPropagatorsRefusesNil(t *testing.T) {
+	_, err := settleotel.New(settleotel.WithPropagators(nil))
+	if err == nil || !strings.Contains(err.Error(), "WithPropagators(nil)") {
+		t.Fatalf("New(WithPropagators(nil)) = %v, want an error naming the option", err)
 	}
 }
