@@ -8,13 +8,13 @@ import (
 	"github.com/settlehq/settle/core"
 )
 
-// fakeDelivery is the least a handler's unit test needs: an id and an attempt.
-type fakeDelivery struct{ attempt int }
+// handlerTestDelivery is the least a handler's unit test needs: an id and an attempt.
+type handlerTestDelivery struct{ attempt int }
 
-func (d fakeDelivery) ID() string                 { return "r-1" }
-func (d fakeDelivery) Attempt() int               { return d.attempt }
-func (d fakeDelivery) Body() []byte               { return nil }
-func (d fakeDelivery) Headers() map[string]string { return nil }
+func (d handlerTestDelivery) ID() string                 { return "r-1" }
+func (d handlerTestDelivery) Attempt() int               { return d.attempt }
+func (d handlerTestDelivery) Body() []byte               { return nil }
+func (d handlerTestDelivery) Headers() map[string]string { return nil }
 
 // A handler is a plain function: NewMessage builds the message it receives, so a unit test can
 // call it directly, at any attempt, and check the outcome it returns.
@@ -26,7 +26,7 @@ func ExampleNewMessage() {
 		return nil
 	}
 	for attempt := 1; attempt <= 3; attempt++ {
-		err := refund(context.Background(), core.NewMessage[string](fakeDelivery{attempt}, "card 4000"))
+		err := refund(context.Background(), core.NewMessage[string](handlerTestDelivery{attempt}, "card 4000"))
 		if o, ok := core.AsOutcome(err); ok {
 			fmt.Printf("attempt %d: %v\n", attempt, o.Kind())
 		} else {
