@@ -155,16 +155,25 @@ func publishOptionsRoundTrip(t *testing.T, env Env) {
 	for _, s := range got() {
 		byBody[s.body] = s
 	}
-	o, p := byBody["with-options"], byBody["plain"]
-	for _, c := range []struct {
-		r core.Receipt
-		s seen
-	}{{withOpts, o}, {plain, p}} {
-		if c.r.ID == "" || c.r.ID != c.s.id || c.r.Duplicate {
+	checkReceipts(t, []core.Receipt{withOpts, plain}, []seen{byBody["with-options"], byBody["plain"]})
+	checkOptions(t, f, byBody["with-options"], byBody["plain"])
+}
+
+// checkReceipts checks that each receipt carries the id its message was delivered with.
+func checkReceipts(t *testing.T, rs []core.Receipt, s []seen) {
+	t.Helper()
+	for i, r := range rs {
+		if r.ID == "" || r.ID != s[i].id || r.Duplicate {
 			t.Errorf("message %q: receipt %+v, delivered with Delivery.ID() %q: a Receipt's ID is the id the message is delivered with",
-				c.s.body, c.r, c.s.id)
+				s[i].body, r, s[i].id)
 		}
 	}
+}
+
+// checkOptions checks that the options of o reached its handler, and that p, published without
+// them, carries none.
+func checkOptions(t *testing.T, f PublishFeatures, o, p seen) {
+	t.Helper()
 	if f.MessageID == Supported && o.id != "m-options" {
 		t.Errorf("published with core.MessageID(%q), delivered with Delivery.ID() %q%s", "m-options", o.id, hint("MessageID", "keep a given message id"))
 	}
