@@ -11,7 +11,8 @@ import (
 )
 
 // Replier is a publisher a handler replies through: a *Publisher[T], declared on the
-// subscription with Replies.
+// subscription with Replies. Only core's Publisher implements it; a backend or a description of
+// the service reads a subscription's declared replies from Options.Replies.
 type Replier interface {
 	// Target is where the replies go.
 	Target() Target
@@ -69,6 +70,10 @@ type Reply struct {
 // handler declared (Replies); the replies to the targets it settles arrive in the ack's
 // Verdict.Replies, and the Finisher publishes them with the ack. Core publishes the replies to
 // every other target itself, confirmed, before it calls Finish with the ack.
+//
+// The Finisher honours a reply's options as the target's Sender would (its own ones read with
+// Ext, Unread's error for the rest); a reply it cannot write fails the settlement, and the
+// message returns as an abandoned one would, its replies unpublished.
 type ReplySettler interface {
 	// SettlesReplies reports whether the Finisher publishes replies to t with its
 	// acknowledgements.
