@@ -1,0 +1,178 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/coretest"
+)
+
+func ackBatch(context.Context, []*core.Message[Refund]) error { return nil }
+
+func TestBatchOptionsAreChecked(t *testing.T) {
+	h := coretest.New(t)
+	ep := h.Broker.Queue("refunds")
+	pub, err := core.NewPublisher[Refund](h.Broker.Queue("payouts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"single with BatchSize", core.Subscribe(h.App, ep, ack, core.BatchSize(10)), "core.BatchSize applies to batch subscriptions only"},
+		{"single with BatchWait", core.Subscribe(h.App, ep, ack, core.BatchWait(time.Second)), "core.BatchWait applies to batch subscriptions only"},
+		{"BatchSize(0)", core.SubscribeBatch(h.App, ep, ackBatch, core.BatchSize(0)), "BatchSize(0)"},
+		{"BatchWait(0)", core.SubscribeBatch(h.App, ep, ackBatch, core.BatchWait(0)), "BatchWait(0s)"},
+		{"middleware", core.SubscribeBatch(h.App, ep, ackBatch, core.Use(func(n core.HandlerFunc) core.HandlerFunc { return n })), "core.Use does not apply to a batch handler"},
+		{"replies", core.SubscribeBatch(h.App, ep, ackBatch, core.Replies(pub)), "core.Replies does not apply to a batch handler"},
+		{"nil handler", core.SubscribeBatch[Refund](h.App, ep, nil), "nil handler"},
+		{"nil endpoint", core.SubscribeBatch(h.App, nil, ackBatch), "nil endpoint"},
+	} {
+		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, c.err, c.want)
+		}
+	}
+}
+
+func TestBatchResultMisuse(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		r    *core.BatchResult
+		n    int
+		want string
+	}{
+		{"short", core.NewBatchResult(1).Ack(0), 2, "length"},
+		{"out of range", core.NewBatchResult(2).Ack(0).Ack(2), 2, "element 2 is out of range"},
+		{"twice", core.NewBatchResult(2).Ack(0).Drop(0), 2, "element 0 is answered twice"},
+		{"never", core.NewBatchResult(2).Ack(0), 2, "element 1 is never answered"},
+		{"nil failure", core.NewBatchResult(1).Fail(0, nil), 1, "use Ack"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := coretest.New(t)
+			coretest.SubscribeBatch(h, "refunds", func(_ context.Context, ms []*core.Message[Refund]) error {
+				if ms[0].Attempt() == 1 {
+					return c.r
+				}
+				return nil
+			}, core.BatchSize(c.n), core.BatchWait(time.Second))
+			for range c.n {
+				h.Publish("refunds", Refund{ID: "r"})
+			}
+			h.Start()
+			s := h.WaitSettled(c.n)
+			for _, x := range s[:c.n] {
+				var e *core.BatchResultError
+				if x.Verdict.Action != core.ActRetry || !errors.As(x.Verdict.Cause, &e) || !strings.Contains(e.Problem, c.want) {
+					t.Fatalf("verdict %v (cause %v), want a retry for a result whose problem says %q", x.Verdict, x.Verdict.Cause, c.want)
+				}
+				if e.Batch != c.n {
+					t.Fatalf("the error counts a batch of %d, want %d", e.Batch, c.n)
+				}
+			}
+			logs := h.Logs.Find("settle: batch handler's result does not fit its batch; the batch takes the error policy")
+			if len(logs) == 0 || logs[0].Attrs["batch"] != int64(c.n) || logs[0].Attrs["problem"] == "" {
+				t.Fatalf("warnings of the misfit result %v, want one with the batch's count", logs)
+			}
+		})
+	}
+}
+
+func TestBatchPanicTakesThePanicPolicyForEach(t *testing.T) {
+	h := coretest.New(t)
+	coretest.SubscribeBatch(h, "refunds", func(context.Context, []*core.Message[Refund]) error {
+		panic("boom")
+	}, core.BatchSize(3), core.OnPanic(core.PolicyDeadLetter), core.DeadLetterAfter(5, "refunds.dead"))
+	for range 3 {
+		h.Publish("refunds", Refund{ID: "r"})
+	}
+	h.Start()
+	for _, x := range h.WaitSettled(3) {
+		var pe *core.PanicError
+		if x.Verdict.Action != core.ActDeadLetter || !errors.As(x.Verdict.Cause, &pe) {
+			t.Fatalf("verdict %v (cause %v), want the panic policy's dead letter", x.Verdict, x.Verdict.Cause)
+		}
+	}
+	if got := len(h.DeadLetters("refunds.dead")); got != 3 {
+		t.Fatalf("%d dead letters, want the batch's 3", got)
+	}
+}
+
+func TestBatchSettlesTogether(t *testing.T) {
+	h := coretest.New(t)
+	var mu sync.Mutex
+	var sizes []int
+	coretest.SubscribeBatch(h, "refunds", func(_ context.Context, ms []*core.Message[Refund]) error {
+		mu.Lock()
+		sizes = append(sizes, len(ms))
+		mu.Unlock()
+		return nil
+	}, core.BatchSize(4), core.BatchWait(time.Second))
+	for range 8 {
+		h.Publish("refunds", Refund{ID: "r"})
+	}
+	h.Start()
+	h.WaitSettled(8)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(sizes, []int{4, 4}) {
+		t.Fatalf("batches of %v, want [4 4]", sizes)
+	}
+	if n := h.Broker.Batches(); n != 2 {
+		t.Fatalf("the broker settled %d batches together, want 2", n)
+	}
+}
+
+// TestBatchSuspectRunsAlone: a suspect delivery taken while a batch fills ends that batch and
+// runs in a batch of its own, with nothing else of the subscription running beside it.
+func TestBatchSuspectRunsAlone(t *testing.T) {
+	h := coretest.New(t)
+	ds := []core.Delivery{suspectDelivery{"a", false}, suspectDelivery{"b", false}, suspectDelivery{"s", true},
+		suspectDelivery{"c", false}, suspectDelivery{"d", false}}
+	var mu sync.Mutex
+	var batches []string
+	running := 0
+	err := core.SubscribeBatch(h.App, &listEndpoint{ds: ds}, func(_ context.Context, ms []*core.Message[Refund]) error {
+		ids := ""
+		for _, m := range ms {
+			ids += m.ID()
+		}
+		mu.Lock()
+		running++
+		if strings.Contains(ids, "s") && running != 1 {
+			t.Errorf("the suspect's batch %q ran beside %d others", ids, running-1)
+		}
+		batches = append(batches, ids)
+		mu.Unlock()
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return nil
+	}, core.BatchSize(10), core.BatchWait(time.Second), core.Workers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	// a, b are taken, then s ends their batch at once; c and d fill the next one until its wait
+	// ends.
+	h.WaitSettled(3)
+	if err := h.Clock.BlockUntil(ctx, 1); err != nil {
+		t.Fatalf("no batch wait armed: %v", err)
+	}
+	h.Advance(time.Second)
+	h.WaitSettled(5)
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(batches, []string{"ab", "s", "cd"}) {
+		t.Fatalf("batches %q, want [ab s cd]", batches)
+	}
+}
