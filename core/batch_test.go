@@ -3,13 +3,17 @@ package core_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/coretest"
 )
 
@@ -174,5 +178,52 @@ func TestBatchSuspectRunsAlone(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(batches, []string{"ab", "s", "cd"}) {
 		t.Fatalf("batches %q, want [ab s cd]", batches)
+	}
+}
+
+// BenchmarkBatchDispatch compares a batch subscription with a single-message one on the
+// in-memory backend: the same messages, a no-op handler, one worker; ns/op and allocs/op are
+// per message.
+func BenchmarkBatchDispatch(b *testing.B) {
+	for _, size := range []int{0, 10, 100} {
+		name := "single"
+		if size > 0 {
+			name = "batch=" + strconv.Itoa(size)
+		}
+		b.Run(name, func(b *testing.B) {
+			queues := coretest.NewBroker(clock.Real(), nil)
+			app := core.New(core.WithoutSignals(), core.WithLogger(slog.New(slog.DiscardHandler)))
+			app.Register(queues)
+			var done atomic.Int64
+			finished := make(chan struct{})
+			count := func(n int) {
+				if done.Add(int64(n)) == int64(b.N) {
+					close(finished)
+				}
+			}
+			var err error
+			if size == 0 {
+				err = core.Subscribe(app, queues.Queue("q"), func(context.Context, *core.Message[[]byte]) error { count(1); return nil },
+					core.WithCodec(core.Raw))
+			} else {
+				err = core.SubscribeBatch(app, queues.Queue("q"), func(_ context.Context, ms []*core.Message[[]byte]) error { count(len(ms)); return nil },
+					core.WithCodec(core.Raw), core.BatchSize(size), core.BatchWait(time.Millisecond))
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range b.N {
+				queues.Publish("q", []byte("r-1"), nil)
+			}
+			ctx, stop := context.WithCancel(context.Background())
+			ran := make(chan error, 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			go func() { ran <- app.Run(ctx) }()
+			<-finished
+			b.StopTimer()
+			stop()
+			<-ran
+		})
 	}
 }
