@@ -227,3 +227,49 @@ func BenchmarkBatchDispatch(b *testing.B) {
 		})
 	}
 }
+
+// TestBatchAdmitsEachMessage: each delivery of a batch is charged and checked against the cap
+// on its own; one whose Charge fails is abandoned and one past the cap is dead-lettered, neither
+// entering the batch, and the others go to the handler together.
+func TestBatchAdmitsEachMessage(t *testing.T) {
+	h := coretest.New(t)
+	charged := make(chan string, 4)
+	ds := []core.Delivery{
+		chargedDelivery{suspectDelivery{"a", false}, 1, false, charged},
+		chargedDelivery{suspectDelivery{"fail", false}, 1, true, charged},
+		chargedDelivery{suspectDelivery{"past", false}, 4, false, charged},
+		chargedDelivery{suspectDelivery{"b", false}, 2, false, charged},
+	}
+	batches := make(chan string, 4)
+	err := core.SubscribeBatch(h.App, &listEndpoint{ds: ds}, func(_ context.Context, ms []*core.Message[Refund]) error {
+		ids := ""
+		for _, m := range ms {
+			ids += m.ID()
+		}
+		batches <- ids
+		return nil
+	}, core.BatchSize(4), core.DeadLetterAfter(3, "refunds.dead"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	byID := map[string]core.Verdict{}
+	for _, x := range h.WaitSettled(4) {
+		byID[x.Delivery.ID()] = x.Verdict
+	}
+	if ids := <-batches; ids != "ab" {
+		t.Fatalf("the handler got %q, want the batch ab", ids)
+	}
+	if len(charged) != 4 {
+		t.Fatalf("charged %d deliveries, want all 4", len(charged))
+	}
+	if v := byID["fail"]; v.Action != core.ActAbandon {
+		t.Errorf("a delivery whose Charge failed: %v; want it abandoned", v)
+	}
+	if v := byID["past"]; v.Action != core.ActDeadLetter || !strings.Contains(core.Reason(v), "not settled after 3 attempts") {
+		t.Errorf("a delivery past the cap: %v (%s); want a dead letter, not settled", v, core.Reason(v))
+	}
+	if byID["a"].Action != core.ActAck || byID["b"].Action != core.ActAck {
+		t.Errorf("the batch's verdicts: a %v, b %v; want both acked", byID["a"], byID["b"])
+	}
+}

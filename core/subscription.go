@@ -180,6 +180,7 @@ func (s *subscription) next(pullCtx context.Context, backoff *time.Duration) (De
 // after a connection or process went away. Core handles a suspect delivery with no other handler
 // of its subscription running, so that if it is the message that kills the process, the crash
 // charges an attempt to it alone and the cap ends its loop without taking its neighbours along.
+// A batch subscription hands it to its handler alone, in a batch of one.
 type Suspect interface {
 	Suspect() bool
 }
