@@ -181,7 +181,8 @@ const (
 // the process reaches the cap and its dead letter without its neighbours.
 //
 // A batch handler is not wrapped in middleware: SubscribeBatch refuses core.Use, and the App's
-// middleware (WithMiddleware) wraps single-message handlers only. It refuses core.Replies. A
+// middleware (WithMiddleware) wraps single-message handlers only (the subscription says so in a
+// line when it opens). It refuses core.Replies. A
 // backend whose deliveries give their handler a context of their own (DeliveryContext: a
 // transaction) gives none to a batch handler; such a backend refuses batch subscriptions in
 // Open until it has a form for them.

@@ -46,6 +46,29 @@ func TestBatchOptionsAreChecked(t *testing.T) {
 	}
 }
 
+func TestBatchSaysTheAppsMiddlewareDoesNotWrapIt(t *testing.T) {
+	wrapped := 0
+	h := coretest.New(t, core.WithMiddleware(func(next core.HandlerFunc) core.HandlerFunc {
+		return func(ctx context.Context, d core.Delivery) error { wrapped++; return next(ctx, d) }
+	}))
+	coretest.SubscribeBatch(h, "refunds", ackBatch)
+	h.Start()
+	h.Publish("refunds", Refund{ID: "r"})
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	if err := h.Clock.BlockUntil(ctx, 1); err != nil { // the batch's wait
+		t.Fatal(err)
+	}
+	h.Advance(core.DefaultBatchWait)
+	h.WaitSettled(1)
+	if wrapped != 0 {
+		t.Fatalf("the App's middleware ran %d times around a batch handler", wrapped)
+	}
+	if len(h.Logs.Find("settle: the App's middleware does not wrap a batch handler; its messages' settlements still reach the observers")) != 1 {
+		t.Fatal("no line says the App's middleware does not wrap the batch handler")
+	}
+}
+
 func TestBatchResultMisuse(t *testing.T) {
 	for _, c := range []struct {
 		name string

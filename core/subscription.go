@@ -78,6 +78,10 @@ func (s *subscription) open(ctx context.Context, a *App) error {
 			break
 		}
 	}
+	if s.batch != nil && len(a.middleware) > 0 {
+		log.Info("settle: the App's middleware does not wrap a batch handler; its messages' settlements still reach the observers",
+			"middleware", len(a.middleware))
+	}
 	s.running.Store(true)
 	log.Info("settle: subscription open", "workers", s.opts.Workers, "dead_letter_after", s.opts.Cap, "dead_letter_to", s.opts.DeadLetterTo)
 	return nil
