@@ -216,6 +216,8 @@ func SubscribeBatch[T any](a *App, ep Endpoint, h BatchHandler[T], opts ...Optio
 
 // batchCall is one worker's batch in the making: the typed half of a batch subscription.
 type batchCall interface {
+	// start begins a batch of up to n messages.
+	start(n int)
 	// decode decodes d's payload and adds it to the batch; a *DecodeError when it does not decode.
 	decode(d Delivery) error
 	// call calls the handler with the batch and starts a new one.
@@ -227,6 +229,8 @@ type typedBatch[T any] struct {
 	codec Codec
 	msgs  []*Message[T]
 }
+
+func (b *typedBatch[T]) start(n int) { b.msgs = make([]*Message[T], 0, n) }
 
 func (b *typedBatch[T]) decode(d Delivery) error {
 	m := &Message[T]{d: d}

@@ -88,6 +88,7 @@ func (s *subscription) collect(pullCtx context.Context, backoff *time.Duration, 
 // and the batch is finished together where the finisher can (BatchFinisher).
 func (s *subscription) processBatch(ctx context.Context, ds []Delivery, b batchCall) {
 	live := make([]Delivery, 0, len(ds)) // the finisher's: a fresh slice per batch
+	b.start(len(ds))
 	for _, d := range ds {
 		if !s.admit(ctx, d) {
 			continue
