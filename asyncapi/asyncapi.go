@@ -1,0 +1,363 @@
+// Package asyncapi makes an AsyncAPI 3.0 document of what a settle App has mounted: one
+// channel per queue (and per dead-letter and waiting queue), a receive operation per
+// subscription and a send operation per registered publisher, each message with the JSON
+// Schema of its Go payload type, the headers settle sets, the backend's bindings and settle's
+// policies in x-settle- extension fields.
+//
+//	app := core.New(core.WithInfo("refunds", "0.1.0"))
+//	// … mount subscriptions …
+//	doc, err := asyncapi.New(app)
+//	yaml, err := doc.YAML()
+//
+// A program hands its document to the settle CLI (settle asyncapi) through Export.
+package asyncapi
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/invopop/jsonschema"
+	"github.com/settlehq/settle/core"
+)
+
+// Version is the AsyncAPI version of the documents.
+const Version = "3.0.0"
+
+// Option configures a document.
+type Option func(*jsonschema.Reflector) error
+
+// GoComments takes the descriptions of payload types and fields from the doc comments of the Go
+// package in dir whose import path is importPath (for a command, "main"). The source must be
+// readable where the document is made (a test, a build step), so a deployed binary usually
+// does without.
+func GoComments(importPath, dir string) Option {
+	return func(r *jsonschema.Reflector) error {
+		if err := r.AddGoComments(importPath, dir); err != nil {
+			return fmt.Errorf("asyncapi.GoComments(%q, %q): %w", importPath, dir, err)
+		}
+		return nil
+	}
+}
+
+// Document is an AsyncAPI 3.0 document; JSON and YAML render it.
+type Document struct{ doc *document }
+
+// New returns the document of what app has mounted (see FromDescription).
+func New(app *core.App, opts ...Option) (*Document, error) {
+	return FromDescription(app.Describe(), opts...)
+}
+
+// FromDescription returns the document of an App's description. It fails with core.ErrNoInfo
+// when the App has no name or version, and with a *TypeError naming the subscription when a
+// payload type cannot be described as JSON Schema.
+func FromDescription(d core.Description, opts ...Option) (*Document, error) {
+	if d.Info.Name == "" || d.Info.Version == "" {
+		return nil, fmt.Errorf("asyncapi: %w", core.ErrNoInfo)
+	}
+	r := &jsonschema.Reflector{Anonymous: true, AllowAdditionalProperties: true}
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("asyncapi: nil option")
+		}
+		if err := o(r); err != nil {
+			return nil, err
+		}
+	}
+	b := &builder{
+		doc: &document{
+			AsyncAPI: Version, DefaultContentType: core.JSON.ContentType(),
+			Info:     info{Title: d.Info.Name, Version: d.Info.Version, Description: d.Info.Description},
+			Channels: map[string]*channel{}, Operations: map[string]*operation{},
+		},
+		schemas: newSchemas(r), names: map[string]reflect.Type{}, channels: map[string]*channel{},
+		messages: map[messageKey]string{},
+	}
+	for _, s := range d.Subscriptions {
+		if err := b.subscription(s); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range d.Publishers {
+		if err := b.publisher(p); err != nil {
+			return nil, err
+		}
+	}
+	b.finish()
+	return &Document{doc: b.doc}, nil
+}
+
+type builder struct {
+	doc      *document
+	schemas  *schemas
+	names    map[string]reflect.Type // named payload types, by name
+	channels map[string]*channel     // by backend and address
+	messages map[messageKey]string   // component message names
+	headers  [2]bool                 // the header schemas used: plain, dead letter
+}
+
+// messageKey identifies a component message: a payload type in an encoding, plain or as a dead
+// letter (which carries the dead-letter headers).
+type messageKey struct {
+	t           reflect.Type
+	contentType string
+	dead        bool
+}
+
+// Channel roles (x-settle-roles).
+const (
+	roleQueue      = "queue"
+	roleDeadLetter = core.RoleDeadLetter
+	roleDelay      = core.RoleDelay
+)
+
+func (b *builder) subscription(s core.SubscriptionDescription) error {
+	op := fmt.Sprintf("subscription %q", s.Name)
+	backend, ep := "", s.Endpoint
+	if ep != nil {
+		backend = ep.Backend
+	}
+	ch := b.channel(backend, s.Queue, roleQueue)
+	b.bind(ch, ep)
+	msg, err := b.message(op, s.Payload, s.ContentType, false)
+	if err != nil {
+		return err
+	}
+	o := &operation{
+		Action: "receive", Summary: fmt.Sprintf("settle subscription %q handles the messages of %s.", s.Name, s.Queue),
+		Name: s.Name, Role: roleQueue, Workers: s.Workers, Cap: s.Cap, DeadLetter: s.DeadLetterTo,
+		OnError: s.OnError, OnPanic: s.OnPanic, OnDecode: s.OnDecodeError,
+	}
+	if s.Timeout > 0 {
+		o.Timeout = s.Timeout.String()
+	}
+	if ep != nil {
+		o.Delay, o.Settings = ep.Delay, ep.Settings
+	}
+	b.operation("receive", s.Name, o, ch, msg)
+	if s.Cap > 0 {
+		dl := b.channel(backend, s.DeadLetterTo, roleDeadLetter)
+		dmsg, err := b.message(op, s.Payload, s.ContentType, true)
+		if err != nil {
+			return err
+		}
+		b.operation("deadLetter", s.Name, &operation{
+			Action: "send", Name: s.Name, Role: roleDeadLetter,
+			Summary: fmt.Sprintf("settle moves a message of %s here when its handler fails at attempt %d (or it never settles), with the headers settle-retry-count, settle-origin, settle-dead-at and settle-error.", s.Queue, s.Cap),
+		}, dl, dmsg)
+	}
+	if ep == nil {
+		return nil
+	}
+	for _, r := range ep.Related {
+		rc := b.channel(backend, r.Name, r.Role)
+		if r.AMQP != nil {
+			b.bindAMQP(rc, r.AMQP)
+		}
+		if r.About != "" {
+			rc.About = appendNew(rc.About, r.About)
+		}
+		if r.Role == roleDelay {
+			b.operation("delay", s.Name, &operation{Action: "send", Name: s.Name, Role: roleDelay,
+				Summary: fmt.Sprintf("settle publishes the delayed retries of %s here. %s", s.Queue, r.About)}, rc, msg)
+		}
+	}
+	return nil
+}
+
+func (b *builder) publisher(p core.PublisherDescription) error {
+	op := fmt.Sprintf("publisher %q", p.Name)
+	backend := ""
+	if p.Endpoint != nil {
+		backend = p.Endpoint.Backend
+	}
+	ch := b.channel(backend, p.Queue, roleQueue)
+	b.bind(ch, p.Endpoint)
+	msg, err := b.message(op, p.Payload, p.ContentType, false)
+	if err != nil {
+		return err
+	}
+	b.operation("send", p.Name, &operation{Action: "send", Name: p.Name,
+		Summary: fmt.Sprintf("settle publisher %q publishes to %s.", p.Name, p.Queue)}, ch, msg)
+	return nil
+}
+
+// channel returns the channel of address on backend, made on first use with the given role.
+func (b *builder) channel(backend, address, role string) *channel {
+	k := backend + "\x00" + address
+	ch := b.channels[k]
+	if ch == nil {
+		ch = b.sameAddress(backend, address)
+	}
+	if ch == nil {
+		ch = &channel{Address: address, Backend: backend, backendKey: k, messageRefs: map[string]bool{}}
+		ch.key = b.unique(sanitize(address), func(s string) bool { return b.doc.Channels[s] != nil })
+		b.channels[k] = ch
+		b.doc.Channels[ch.key] = ch
+	}
+	ch.Roles = appendNew(ch.Roles, role)
+	return ch
+}
+
+// sameAddress returns the channel of address whose backend is unknown on one side (an endpoint
+// that does not describe itself): it is the same queue.
+func (b *builder) sameAddress(backend, address string) *channel {
+	for _, ch := range b.channels {
+		if ch.Address != address || (backend != "" && ch.Backend != "") {
+			continue
+		}
+		if ch.Backend == "" {
+			ch.Backend = backend
+		}
+		return ch
+	}
+	return nil
+}
+
+// bind adds an endpoint's binding to its channel, unless it has one.
+func (b *builder) bind(ch *channel, ep *core.EndpointDescription) {
+	if ep == nil {
+		return
+	}
+	switch {
+	case ep.AMQP != nil:
+		b.bindAMQP(ch, ep.AMQP)
+	case ep.NATS != nil && ch.NATS == nil:
+		ch.NATS = &natsChannel{Stream: ep.NATS.Stream, Consumer: ep.NATS.Consumer, Subjects: ep.NATS.Subjects}
+	case ep.SQL != nil && ch.SQL == nil:
+		ch.SQL = &sqlChannel{Table: ep.SQL.Table, Group: ep.SQL.Group, Form: ep.SQL.Form}
+	}
+}
+
+func (b *builder) bindAMQP(ch *channel, q *core.AMQPQueue) {
+	if ch.Bindings != nil {
+		return
+	}
+	a := &amqpChannel{Is: "queue", BindingVersion: "0.3.0", QueueType: q.Type, Arguments: q.Arguments,
+		Queue: amqpQueue{Name: q.Name, Durable: q.Durable, Exclusive: q.Exclusive, AutoDelete: q.AutoDelete}}
+	for _, x := range q.Bindings {
+		a.Exchanges = append(a.Exchanges, amqpExchange{Name: x.Exchange, Type: x.Kind, RoutingKey: x.Key})
+	}
+	ch.Bindings = &bindings{AMQP: a}
+}
+
+// operation adds o, on ch with message msg, as kind_name.
+func (b *builder) operation(kind, name string, o *operation, ch *channel, msg string) {
+	key := b.unique(kind+"_"+sanitize(name), func(s string) bool { return b.doc.Operations[s] != nil })
+	o.Channel = ref{"#/channels/" + ch.key}
+	o.channelKey = ch.key
+	ch.messageRefs[msg] = true
+	o.Messages = []ref{{"#/channels/" + ch.key + "/messages/" + msg}}
+	b.doc.Operations[key] = o
+}
+
+// message returns the component message of payload type t in contentType, made on first use.
+func (b *builder) message(op string, t reflect.Type, contentType string, dead bool) (string, error) {
+	if t == nil {
+		return "", fmt.Errorf("asyncapi: %s: no payload type", op)
+	}
+	for t.Kind() == reflect.Pointer { // a *T payload decodes the same messages as T
+		t = t.Elem()
+	}
+	k := messageKey{t, contentType, dead}
+	if name, ok := b.messages[k]; ok {
+		return name, nil
+	}
+	payload, err := b.payload(op, t, contentType)
+	if err != nil {
+		return "", err
+	}
+	base := messageName(t)
+	if dead {
+		base += "DeadLetter"
+	}
+	if b.doc.Components.Messages == nil {
+		b.doc.Components.Messages = map[string]*message{}
+	}
+	name := b.unique(base, func(s string) bool { return b.doc.Components.Messages[s] != nil })
+	m := &message{Name: name, Title: typeLabel(t), ContentType: contentType, Payload: payload, GoType: t.String()}
+	if dead {
+		m.Summary = "A dead letter: the message as it failed, with why it died in settle's headers."
+		m.Headers, b.headers[1] = &ref{"#/components/schemas/" + deadHeadersSchema}, true
+	} else {
+		m.Headers, b.headers[0] = &ref{"#/components/schemas/" + headersSchema}, true
+	}
+	b.doc.Components.Messages[name] = m
+	b.messages[k] = name
+	return name, nil
+}
+
+// rawPayload is the schema of a payload the Raw codec passes through.
+var rawPayload = []byte(`{"type":"string","format":"binary"}`)
+
+func (b *builder) payload(op string, t reflect.Type, contentType string) ([]byte, error) {
+	if contentType == core.Raw.ContentType() {
+		return rawPayload, nil
+	}
+	if err := checkType(op, t, b.names); err != nil {
+		return nil, err
+	}
+	return b.schemas.payload(op, t)
+}
+
+// finish fills what depends on the whole document: channels' messages, the components.
+func (b *builder) finish() {
+	for _, ch := range b.doc.Channels {
+		for m := range ch.messageRefs {
+			if ch.Messages == nil {
+				ch.Messages = map[string]ref{}
+			}
+			ch.Messages[m] = ref{"#/components/messages/" + m}
+		}
+	}
+	b.doc.Components.Schemas = b.schemas.defs
+	if b.headers[0] {
+		b.doc.Components.Schemas[headersSchema] = headersJSON
+	}
+	if b.headers[1] {
+		b.doc.Components.Schemas[deadHeadersSchema] = deadHeadersJSON
+	}
+}
+
+// unique returns base, or base_2, base_3, … when taken says it is taken.
+func (b *builder) unique(base string, taken func(string) bool) string {
+	name := base
+	for i := 2; taken(name); i++ {
+		name = base + "_" + strconv.Itoa(i)
+	}
+	return name
+}
+
+// messageName names the messages of payload type t: its name, "bytes" for []byte, otherwise
+// its type written as an identifier ("map_string_int").
+func messageName(t reflect.Type) string {
+	switch {
+	case t.Name() != "":
+		return sanitize(t.Name())
+	case t == reflect.TypeFor[[]byte]():
+		return "bytes"
+	}
+	return sanitize(t.String())
+}
+
+var unsafeID = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// sanitize makes an identifier of s for channel, operation and component keys.
+func sanitize(s string) string {
+	id := strings.Trim(unsafeID.ReplaceAllString(s, "_"), "_")
+	if id == "" {
+		return "unnamed"
+	}
+	return id
+}
+
+func appendNew(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}

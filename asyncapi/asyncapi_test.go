@@ -1,0 +1,395 @@
+package asyncapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/settlehq/settle/asyncapi"
+	"github.com/settlehq/settle/core"
+	"go.yaml.in/yaml/v3"
+)
+
+var (
+	specOnce sync.Once
+	spec     *jsonschema.Schema
+	specErr  error
+)
+
+// validate checks a rendered JSON document against the official AsyncAPI 3.0.0 JSON Schema.
+func validate(t *testing.T, doc []byte) {
+	t.Helper()
+	if err := check(t, doc); err != nil {
+		t.Fatalf("the document is not valid AsyncAPI 3.0.0: %v\n%s", err, doc)
+	}
+}
+
+func check(t *testing.T, doc []byte) error {
+	t.Helper()
+	specOnce.Do(func() {
+		f, err := os.Open("testdata/asyncapi-3.0.0.json")
+		if err != nil {
+			specErr = err
+			return
+		}
+		defer f.Close()
+		s, err := jsonschema.UnmarshalJSON(f)
+		if err != nil {
+			specErr = err
+			return
+		}
+		c := jsonschema.NewCompiler()
+		if specErr = c.AddResource("asyncapi-3.0.0.json", s); specErr != nil {
+			return
+		}
+		spec, specErr = c.Compile("asyncapi-3.0.0.json")
+	})
+	if specErr != nil {
+		t.Fatalf("the AsyncAPI 3.0.0 schema: %v", specErr)
+	}
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(string(doc)))
+	if err != nil {
+		t.Fatalf("the document is not JSON: %v", err)
+	}
+	return spec.Validate(inst)
+}
+
+// TestTheSchemaRefusesBrokenDocuments shows that validate can fail: a document without its info,
+// one whose operation's action is neither send nor receive.
+func TestTheSchemaRefusesBrokenDocuments(t *testing.T) {
+	raw, doc := render(t, newApp(t))
+	must(t, check(t, raw))
+	delete(doc, "info")
+	noInfo, err := json.Marshal(doc)
+	must(t, err)
+	if check(t, noInfo) == nil {
+		t.Error("a document without info passed")
+	}
+	_, doc = render(t, newApp(t))
+	at(t, doc, "operations", "receive_refunds").(map[string]any)["action"] = "consume"
+	badAction, err := json.Marshal(doc)
+	must(t, err)
+	if check(t, badAction) == nil {
+		t.Error("an operation with action consume passed")
+	}
+}
+
+// Refund is a refund request.
+type Refund struct {
+	// Ref is the merchant's reference.
+	Ref   string `json:"ref"`
+	Cents int64  `json:"cents"`
+	// Note is optional.
+	Note   string    `json:"note,omitempty"`
+	At     time.Time `json:"at"`
+	Lines  []Line    `json:"lines,omitempty"`
+	secret string
+	Skip   chan int `json:"-"`
+}
+
+// Line is one line of a refund.
+type Line struct {
+	SKU  string `json:"sku"`
+	Next *Line  `json:"next,omitempty"` // a cycle: the reflector refers to the definition
+}
+
+func ack[T any](context.Context, *core.Message[T]) error { return nil }
+
+type endpoint struct {
+	name string
+	desc func(core.SubscriptionDescription) core.EndpointDescription
+}
+
+func (e endpoint) Queue() string { return e.name }
+func (e endpoint) Open(context.Context, core.Subscription) (core.Source, core.Finisher, error) {
+	return nil, nil, errors.New("never opened")
+}
+func (e endpoint) Describe(s core.SubscriptionDescription) core.EndpointDescription { return e.desc(s) }
+
+func amqpQuorum(name string) endpoint {
+	return endpoint{name, func(s core.SubscriptionDescription) core.EndpointDescription {
+		return core.EndpointDescription{Backend: core.BackendAMQP, Delay: "process",
+			AMQP: &core.AMQPQueue{Name: name, Type: "quorum", Durable: true,
+				Arguments: map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(s.Cap)},
+				Bindings:  []core.AMQPBinding{{Exchange: "payments", Kind: "topic", Key: "refund.*"}}},
+			Related: []core.RelatedQueue{
+				{Role: core.RoleDelay, Name: name + ".retry", About: "Copies wait here until their TTL runs out.",
+					AMQP: &core.AMQPQueue{Name: name + ".retry", Type: "quorum", Durable: true}},
+				{Role: core.RoleDeadLetter, Name: s.DeadLetterTo, AMQP: &core.AMQPQueue{Name: s.DeadLetterTo, Type: "classic", Durable: true}},
+			},
+			Settings: map[string]any{"prefetch": 300, "publish_policy": "confirmed"}}
+	}}
+}
+
+func natsQueue(subject string) endpoint {
+	return endpoint{subject, func(core.SubscriptionDescription) core.EndpointDescription {
+		return core.EndpointDescription{Backend: core.BackendNATS, Delay: "server",
+			NATS: &core.NATSQueue{Subject: subject, Stream: "REFUNDS", Consumer: "REFUNDS", Subjects: []string{subject}}}
+	}}
+}
+
+func newApp(t *testing.T) *core.App {
+	t.Helper()
+	app := core.New(core.WithInfo("refunds", "0.1.0"), core.WithDescription("Refunds card payments."))
+	must(t, core.Subscribe(app, amqpQuorum("refunds"), ack[Refund], core.DeadLetterAfter(5, "refunds.dead"),
+		core.Workers(4), core.Timeout(30*time.Second), core.OnError(core.Backoff(time.Second, time.Minute))))
+	must(t, core.Subscribe(app, endpoint{"refunds.dead", nil}.plain(), ack[Refund]))
+	must(t, core.Subscribe(app, natsQueue("payouts.new"), ack[*Refund], core.DeadLetterAfter(3, "payouts.dead")))
+	must(t, core.Subscribe(app, endpoint{"blobs", nil}.plain(), ack[[]byte], core.WithCodec(core.Raw)))
+	return app
+}
+
+// plainEndpoint is an endpoint that does not describe itself.
+type plainEndpoint struct{ name string }
+
+func (e endpoint) plain() plainEndpoint { return plainEndpoint{e.name} }
+func (e plainEndpoint) Queue() string   { return e.name }
+func (e plainEndpoint) Open(context.Context, core.Subscription) (core.Source, core.Finisher, error) {
+	return nil, nil, errors.New("never opened")
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func render(t *testing.T, app *core.App, opts ...asyncapi.Option) (raw []byte, doc map[string]any) {
+	t.Helper()
+	d, err := asyncapi.New(app, opts...)
+	must(t, err)
+	raw, err = d.JSON()
+	must(t, err)
+	must(t, json.Unmarshal(raw, &doc))
+	return raw, doc
+}
+
+// at reads a path of keys out of a decoded document.
+func at(t *testing.T, v any, path ...string) any {
+	t.Helper()
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			t.Fatalf("%s: not an object at %q", strings.Join(path, "/"), k)
+		}
+		if v, ok = m[k]; !ok {
+			t.Fatalf("%s: no %q (have %v)", strings.Join(path, "/"), k, keys(m))
+		}
+	}
+	return v
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+func TestDocumentIsValidAsyncAPI3(t *testing.T) {
+	raw, doc := render(t, newApp(t), asyncapi.GoComments("github.com/settlehq/settle/asyncapi_test", "."))
+	validate(t, raw)
+	if at(t, doc, "asyncapi") != "3.0.0" || at(t, doc, "info", "title") != "refunds" || at(t, doc, "info", "version") != "0.1.0" {
+		t.Errorf("info = %v", at(t, doc, "info"))
+	}
+	chans := at(t, doc, "channels").(map[string]any)
+	for _, c := range []string{"refunds", "refunds_dead", "refunds_retry", "payouts_new", "payouts_dead", "blobs"} {
+		if _, ok := chans[c]; !ok {
+			t.Errorf("no channel %s (have %v)", c, keys(chans))
+		}
+	}
+	if len(chans) != 6 {
+		t.Errorf("channels %v, want 6", keys(chans))
+	}
+	ops := at(t, doc, "operations").(map[string]any)
+	for _, o := range []string{"receive_refunds", "receive_refunds_dead", "receive_payouts_new", "receive_blobs", "deadLetter_refunds", "deadLetter_payouts_new", "delay_refunds"} {
+		if _, ok := ops[o]; !ok {
+			t.Errorf("no operation %s (have %v)", o, keys(ops))
+		}
+	}
+	if len(ops) != 7 {
+		t.Errorf("operations %v, want 7", keys(ops))
+	}
+	recv := at(t, doc, "operations", "receive_refunds").(map[string]any)
+	want := map[string]any{"action": "receive", "x-settle-cap": 5.0, "x-settle-dead-letter-to": "refunds.dead", "x-settle-workers": 4.0,
+		"x-settle-timeout": "30s", "x-settle-on-error": "backoff(1s, 1m0s)", "x-settle-on-decode-error": "dead_letter", "x-settle-delay": "process"}
+	for k, v := range want {
+		if recv[k] != v {
+			t.Errorf("receive_refunds %s = %v, want %v", k, recv[k], v)
+		}
+	}
+	if got := at(t, recv, "channel", "$ref"); got != "#/channels/refunds" {
+		t.Errorf("receive_refunds channel = %v", got)
+	}
+	amqp := at(t, doc, "channels", "refunds", "bindings", "amqp").(map[string]any)
+	if at(t, amqp, "is") != "queue" || at(t, amqp, "queue", "name") != "refunds" || at(t, amqp, "x-settle-queue-type") != "quorum" ||
+		at(t, amqp, "x-settle-arguments", "x-delivery-limit") != 5.0 {
+		t.Errorf("amqp binding = %v", amqp)
+	}
+	if at(t, doc, "channels", "refunds_dead", "bindings", "amqp", "x-settle-queue-type") != "classic" {
+		t.Errorf("the dead letter's binding comes from the endpoint's related queue")
+	}
+	if got := at(t, doc, "channels", "payouts_new", "x-settle-nats", "stream"); got != "REFUNDS" {
+		t.Errorf("nats stream = %v", got)
+	}
+	// The payload schema: json tags, omitempty, doc comments, the cycle through Line.Next.
+	refund := at(t, doc, "components", "schemas", "Refund").(map[string]any)
+	if at(t, refund, "description") != "Refund is a refund request." || at(t, refund, "properties", "ref", "description") != "Ref is the merchant's reference." {
+		t.Errorf("Refund's doc comments are missing: %v", refund)
+	}
+	props := at(t, refund, "properties").(map[string]any)
+	if _, ok := props["Skip"]; ok || len(props) != 5 {
+		t.Errorf("Refund properties = %v, want ref, cents, note, at, lines", keys(props))
+	}
+	if got := at(t, doc, "components", "schemas", "Line", "properties", "next", "$ref"); got != "#/components/schemas/Line" {
+		t.Errorf("Line.next = %v", got)
+	}
+	if got := at(t, doc, "components", "messages", "Refund", "payload", "$ref"); got != "#/components/schemas/Refund" {
+		t.Errorf("Refund payload = %v", got)
+	}
+	if got := at(t, doc, "components", "messages", "RefundDeadLetter", "headers", "$ref"); got != "#/components/schemas/settle-dead-letter-headers" {
+		t.Errorf("dead letter headers = %v", got)
+	}
+	for _, h := range []string{core.HeaderRetryCount, core.HeaderOrigin, core.HeaderDeadAt, core.HeaderError} {
+		at(t, doc, "components", "schemas", "settle-dead-letter-headers", "properties", h)
+	}
+	if got := at(t, doc, "components", "messages", "bytes", "payload", "format"); got != "binary" {
+		t.Errorf("raw payload format = %v", got)
+	}
+}
+
+func TestYAMLSaysWhatJSONSays(t *testing.T) {
+	d, err := asyncapi.New(newApp(t))
+	must(t, err)
+	j, err := d.JSON()
+	must(t, err)
+	y, err := d.YAML()
+	must(t, err)
+	var fromJSON, fromYAML any
+	must(t, json.Unmarshal(j, &fromJSON))
+	must(t, yaml.Unmarshal(y, &fromYAML))
+	// YAML decodes numbers as ints: compare through JSON.
+	back, err := json.Marshal(fromYAML)
+	must(t, err)
+	var again any
+	must(t, json.Unmarshal(back, &again))
+	if !reflect.DeepEqual(fromJSON, again) {
+		t.Errorf("YAML and JSON differ:\n%s", y)
+	}
+	if !strings.HasPrefix(string(y), "asyncapi: 3.0.0\n") || !strings.Contains(string(y), "version: 0.1.0\n") {
+		t.Errorf("YAML does not start as a document should:\n%.300s", y)
+	}
+}
+
+func TestDocumentIsStable(t *testing.T) {
+	a, _ := render(t, newApp(t))
+	b, _ := render(t, newApp(t))
+	if string(a) != string(b) {
+		t.Error("two documents of the same App differ")
+	}
+}
+
+type withChan struct {
+	Ref  string        `json:"ref"`
+	Done chan struct{} `json:"done"`
+}
+
+type withFunc struct {
+	Inner struct{ Call func() }
+}
+
+func TestUndescribableTypesAreRefusedNamingSubscriptionAndType(t *testing.T) {
+	cases := []struct {
+		mount func(*core.App) error
+		want  []string
+	}{
+		{func(a *core.App) error { return core.Subscribe(a, endpoint{"q", nil}.plain(), ack[withChan]) },
+			[]string{`subscription "q"`, "asyncapi_test.withChan", "withChan.Done", "chan struct {}"}},
+		{func(a *core.App) error {
+			return core.Subscribe(a, endpoint{"q", nil}.plain(), ack[[]withFunc], core.Name("funcs"))
+		}, []string{`subscription "funcs"`, "[]asyncapi_test.withFunc", ".Inner.Call", "func()"}},
+		{func(a *core.App) error {
+			return core.Subscribe(a, endpoint{"q", nil}.plain(), ack[map[string]complex128])
+		}, []string{`subscription "q"`, "complex128"}},
+	}
+	for _, c := range cases {
+		app := core.New(core.WithInfo("x", "1"))
+		must(t, c.mount(app))
+		_, err := asyncapi.New(app)
+		var te *asyncapi.TypeError
+		if !errors.As(err, &te) {
+			t.Errorf("err = %v, want a *TypeError", err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("err = %q, want it to name %q", err, w)
+			}
+		}
+	}
+}
+
+func TestTwoPayloadTypesOfOneNameAreRefused(t *testing.T) {
+	type Receipt struct {
+		ID int `json:"id"`
+	}
+	app := core.New(core.WithInfo("x", "1"))
+	must(t, core.Subscribe(app, endpoint{"a", nil}.plain(), ack[Receipt]))
+	must(t, core.Subscribe(app, endpoint{"b", nil}.plain(), ack[Line])) // no clash
+	must(t, core.Subscribe(app, endpoint{"c", nil}.plain(), ack[*Receipt]))
+	if _, err := asyncapi.New(app); err != nil {
+		t.Fatalf("one type under two subscriptions: %v", err)
+	}
+	must(t, core.Subscribe(app, endpoint{"d", nil}.plain(), ack[struct {
+		A Receipt      `json:"a"`
+		B outerReceipt `json:"b"`
+	}]))
+	_, err := asyncapi.New(app)
+	if err == nil || !strings.Contains(err.Error(), "both named Receipt") || !strings.Contains(err.Error(), `subscription "d"`) {
+		t.Errorf("err = %v, want the clash of the two Receipt types named", err)
+	}
+}
+
+// Receipt clashes by name with the Receipt of TestTwoPayloadTypesOfOneNameAreRefused.
+type Receipt struct {
+	Ref string `json:"ref"`
+}
+
+type outerReceipt = Receipt
+
+func TestAppWithoutInfoIsRefused(t *testing.T) {
+	app := core.New()
+	must(t, core.Subscribe(app, endpoint{"q", nil}.plain(), ack[Refund]))
+	if _, err := asyncapi.New(app); !errors.Is(err, core.ErrNoInfo) {
+		t.Errorf("err = %v, want core.ErrNoInfo", err)
+	}
+}
+
+func TestPublishersAreSendOperations(t *testing.T) {
+	d := newApp(t).Describe()
+	d.Publishers = []core.PublisherDescription{{Name: "refund-requests", Queue: "refunds", Payload: reflect.TypeFor[Refund](),
+		ContentType: "application/json", Endpoint: &core.EndpointDescription{Backend: core.BackendAMQP}}}
+	doc, err := asyncapi.FromDescription(d)
+	must(t, err)
+	raw, err := doc.JSON()
+	must(t, err)
+	validate(t, raw)
+	var m map[string]any
+	must(t, json.Unmarshal(raw, &m))
+	op := at(t, m, "operations", "send_refund-requests")
+	if at(t, op, "action") != "send" || at(t, op, "channel", "$ref") != "#/channels/refunds" {
+		t.Errorf("send operation = %v", op)
+	}
+	if got := at(t, op, "messages").([]any)[0].(map[string]any)["$ref"]; got != "#/channels/refunds/messages/Refund" {
+		t.Errorf("send message = %v", got)
+	}
+}
