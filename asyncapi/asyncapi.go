@@ -154,7 +154,7 @@ func (b *builder) subscription(s core.SubscriptionDescription) error {
 	for _, r := range ep.Related {
 		rc := b.channel(backend, r.Name, r.Role)
 		if r.AMQP != nil {
-			b.bindAMQP(rc, r.AMQP)
+			b.bindAMQP(rc, r.AMQP, false)
 		}
 		if r.About != "" {
 			rc.About = appendNew(rc.About, r.About)
@@ -223,7 +223,7 @@ func (b *builder) bind(ch *channel, ep *core.EndpointDescription) {
 	}
 	switch {
 	case ep.AMQP != nil:
-		b.bindAMQP(ch, ep.AMQP)
+		b.bindAMQP(ch, ep.AMQP, true)
 	case ep.NATS != nil && ch.NATS == nil:
 		ch.NATS = &natsChannel{Stream: ep.NATS.Stream, Consumer: ep.NATS.Consumer, Subjects: ep.NATS.Subjects}
 	case ep.SQL != nil && ch.SQL == nil:
@@ -231,10 +231,13 @@ func (b *builder) bind(ch *channel, ep *core.EndpointDescription) {
 	}
 }
 
-func (b *builder) bindAMQP(ch *channel, q *core.AMQPQueue) {
-	if ch.Bindings != nil {
+// bindAMQP sets the channel's AMQP binding: the first one, except that a queue's own endpoint
+// (own) says better what it is than another endpoint's view of it as a related queue.
+func (b *builder) bindAMQP(ch *channel, q *core.AMQPQueue, own bool) {
+	if ch.Bindings != nil && (ch.ownBinding || !own) {
 		return
 	}
+	ch.ownBinding = own
 	a := &amqpChannel{Is: "queue", BindingVersion: "0.3.0", QueueType: q.Type, Arguments: q.Arguments,
 		Queue: amqpQueue{Name: q.Name, Durable: q.Durable, Exclusive: q.Exclusive, AutoDelete: q.AutoDelete}}
 	for _, x := range q.Bindings {

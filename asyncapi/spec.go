@@ -37,6 +37,7 @@ type channel struct {
 	key         string          // its id in channels
 	backendKey  string          // backend and address, which identify it
 	messageRefs map[string]bool // component messages it carries
+	ownBinding  bool            // Bindings come from the queue's own endpoint
 }
 
 type bindings struct {
