@@ -14,8 +14,11 @@ package asyncapi
 
 import (
 	"fmt"
+	"path"
+	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,16 +30,33 @@ import (
 const Version = "3.0.0"
 
 // Option configures a document.
-type Option func(*jsonschema.Reflector) error
+type Option func(*options) error
+
+type options struct{ r *jsonschema.Reflector }
 
 // GoComments takes the descriptions of payload types and fields from the doc comments of the Go
-// package in dir whose import path is importPath (for a command, "main"). The source must be
+// package in dir (a path, relative or absolute) whose import path is importPath (for a
+// command, "main"), and of the packages in its subfolders. The source must be
 // readable where the document is made (a test, a build step), so a deployed binary usually
 // does without.
 func GoComments(importPath, dir string) Option {
-	return func(r *jsonschema.Reflector) error {
-		if err := r.AddGoComments(importPath, dir); err != nil {
+	return func(o *options) error {
+		r := o.r
+		read := &jsonschema.Reflector{}
+		if err := read.AddGoComments(importPath, dir); err != nil {
 			return fmt.Errorf("asyncapi.GoComments(%q, %q): %w", importPath, dir, err)
+		}
+		// The reflector keys what it read by importPath joined with the folder it walked:
+		// take the folder back out, keeping its subfolders' packages below importPath.
+		walked := path.Join(importPath, filepath.ToSlash(dir))
+		if r.CommentMap == nil {
+			r.CommentMap = map[string]string{}
+		}
+		for k, v := range read.CommentMap {
+			if rest, ok := strings.CutPrefix(k, walked); ok {
+				k = importPath + rest
+			}
+			r.CommentMap[k] = v
 		}
 		return nil
 	}
@@ -62,7 +82,7 @@ func FromDescription(d core.Description, opts ...Option) (*Document, error) {
 		if o == nil {
 			return nil, fmt.Errorf("asyncapi: nil option")
 		}
-		if err := o(r); err != nil {
+		if err := o(&options{r}); err != nil {
 			return nil, err
 		}
 	}
@@ -73,7 +93,7 @@ func FromDescription(d core.Description, opts ...Option) (*Document, error) {
 			Channels: map[string]*channel{}, Operations: map[string]*operation{},
 		},
 		schemas: newSchemas(r), names: map[string]reflect.Type{}, channels: map[string]*channel{},
-		messages: map[messageKey]string{},
+		messages: map[messageKey]string{}, keys: map[string]messageKey{},
 	}
 	for _, s := range d.Subscriptions {
 		if err := b.subscription(s); err != nil {
@@ -95,7 +115,8 @@ type builder struct {
 	names    map[string]reflect.Type // named payload types, by name
 	channels map[string]*channel     // by backend and address
 	messages map[messageKey]string   // component message names
-	headers  [2]bool                 // the header schemas used: plain, dead letter
+	keys     map[string]messageKey   // what each component message is
+	ops      []*operation            // in the order they were added
 }
 
 // messageKey identifies a component message: a payload type in an encoding, plain or as a dead
@@ -192,7 +213,7 @@ func (b *builder) channel(backend, address, role string) *channel {
 		ch = b.sameAddress(backend, address)
 	}
 	if ch == nil {
-		ch = &channel{Address: address, Backend: backend, backendKey: k, messageRefs: map[string]bool{}}
+		ch = &channel{Address: address, Backend: backend}
 		ch.key = b.unique(sanitize(address), func(s string) bool { return b.doc.Channels[s] != nil })
 		b.channels[k] = ch
 		b.doc.Channels[ch.key] = ch
@@ -250,10 +271,9 @@ func (b *builder) bindAMQP(ch *channel, q *core.AMQPQueue, own bool) {
 func (b *builder) operation(kind, name string, o *operation, ch *channel, msg string) {
 	key := b.unique(kind+"_"+sanitize(name), func(s string) bool { return b.doc.Operations[s] != nil })
 	o.Channel = ref{"#/channels/" + ch.key}
-	o.channelKey = ch.key
-	ch.messageRefs[msg] = true
-	o.Messages = []ref{{"#/channels/" + ch.key + "/messages/" + msg}}
+	o.ch, o.msg = ch, msg
 	b.doc.Operations[key] = o
+	b.ops = append(b.ops, o)
 }
 
 // message returns the component message of payload type t in contentType, made on first use.
@@ -280,15 +300,15 @@ func (b *builder) message(op string, t reflect.Type, contentType string, dead bo
 		b.doc.Components.Messages = map[string]*message{}
 	}
 	name := b.unique(base, func(s string) bool { return b.doc.Components.Messages[s] != nil })
-	m := &message{Name: name, Title: typeLabel(t), ContentType: contentType, Payload: payload, GoType: t.String()}
+	m := &message{Name: name, Title: typeLabel(t), ContentType: contentType, Payload: payload}
 	if dead {
 		m.Summary = "A dead letter: the message as it failed, with why it died in settle's headers."
-		m.Headers, b.headers[1] = &ref{"#/components/schemas/" + deadHeadersSchema}, true
+		m.Headers = &ref{"#/components/schemas/" + deadHeadersSchema}
 	} else {
-		m.Headers, b.headers[0] = &ref{"#/components/schemas/" + headersSchema}, true
+		m.Headers = &ref{"#/components/schemas/" + headersSchema}
 	}
 	b.doc.Components.Messages[name] = m
-	b.messages[k] = name
+	b.messages[k], b.keys[name] = name, k
 	return name, nil
 }
 
@@ -305,21 +325,39 @@ func (b *builder) payload(op string, t reflect.Type, contentType string) ([]byte
 	return b.schemas.payload(op, t)
 }
 
-// finish fills what depends on the whole document: channels' messages, the components.
+// finish fills what depends on the whole document: what a subscription of a dead-letter queue
+// receives, the channels' messages, the components.
 func (b *builder) finish() {
-	for _, ch := range b.doc.Channels {
-		for m := range ch.messageRefs {
-			if ch.Messages == nil {
-				ch.Messages = map[string]ref{}
+	used := map[string]bool{}
+	for _, o := range b.ops {
+		if o.Action == "receive" && slices.Contains(o.ch.Roles, roleDeadLetter) {
+			// It reads dead letters: the messages carry the dead-letter headers.
+			k := b.keys[o.msg]
+			k.dead = true
+			if dead, ok := b.messages[k]; ok {
+				o.msg = dead
 			}
-			ch.Messages[m] = ref{"#/components/messages/" + m}
 		}
+		o.Messages = []ref{{"#/channels/" + o.ch.key + "/messages/" + o.msg}}
+		if o.ch.Messages == nil {
+			o.ch.Messages = map[string]ref{}
+		}
+		o.ch.Messages[o.msg] = ref{"#/components/messages/" + o.msg}
+		used[o.msg] = true
+	}
+	headers := map[string]bool{}
+	for name, m := range b.doc.Components.Messages {
+		if !used[name] {
+			delete(b.doc.Components.Messages, name)
+			continue
+		}
+		headers[m.Headers.Ref] = true
 	}
 	b.doc.Components.Schemas = b.schemas.defs
-	if b.headers[0] {
+	if headers["#/components/schemas/"+headersSchema] {
 		b.doc.Components.Schemas[headersSchema] = headersJSON
 	}
-	if b.headers[1] {
+	if headers["#/components/schemas/"+deadHeadersSchema] {
 		b.doc.Components.Schemas[deadHeadersSchema] = deadHeadersJSON
 	}
 }

@@ -25,19 +25,17 @@ type ref struct {
 }
 
 type channel struct {
-	Address     string          `json:"address"`
-	Description string          `json:"description,omitempty"`
-	Messages    map[string]ref  `json:"messages,omitempty"`
-	Bindings    *bindings       `json:"bindings,omitempty"`
-	Roles       []string        `json:"x-settle-roles,omitempty"`
-	Backend     string          `json:"x-settle-backend,omitempty"`
-	NATS        *natsChannel    `json:"x-settle-nats,omitempty"`
-	SQL         *sqlChannel     `json:"x-settle-sql,omitempty"`
-	About       []string        `json:"x-settle-about,omitempty"`
-	key         string          // its id in channels
-	backendKey  string          // backend and address, which identify it
-	messageRefs map[string]bool // component messages it carries
-	ownBinding  bool            // Bindings come from the queue's own endpoint
+	Address     string         `json:"address"`
+	Description string         `json:"description,omitempty"`
+	Messages    map[string]ref `json:"messages,omitempty"`
+	Bindings    *bindings      `json:"bindings,omitempty"`
+	Roles       []string       `json:"x-settle-roles,omitempty"`
+	Backend     string         `json:"x-settle-backend,omitempty"`
+	NATS        *natsChannel   `json:"x-settle-nats,omitempty"`
+	SQL         *sqlChannel    `json:"x-settle-sql,omitempty"`
+	About       []string       `json:"x-settle-about,omitempty"`
+	key         string         // its id in channels
+	ownBinding  bool           // Bindings come from the queue's own endpoint
 }
 
 type bindings struct {
@@ -81,23 +79,23 @@ type sqlChannel struct {
 }
 
 type operation struct {
-	Action      string         `json:"action"`
-	Channel     ref            `json:"channel"`
-	Summary     string         `json:"summary,omitempty"`
-	Messages    []ref          `json:"messages"`
-	Name        string         `json:"x-settle-name,omitempty"`
-	Role        string         `json:"x-settle-role,omitempty"`
-	Workers     int            `json:"x-settle-workers,omitempty"`
-	Cap         int            `json:"x-settle-cap,omitempty"`
-	DeadLetter  string         `json:"x-settle-dead-letter-to,omitempty"`
-	Timeout     string         `json:"x-settle-timeout,omitempty"`
-	OnError     string         `json:"x-settle-on-error,omitempty"`
-	OnPanic     string         `json:"x-settle-on-panic,omitempty"`
-	OnDecode    string         `json:"x-settle-on-decode-error,omitempty"`
-	Delay       string         `json:"x-settle-delay,omitempty"`
-	Settings    map[string]any `json:"x-settle-settings,omitempty"`
-	channelKey  string
-	messageKeys []string
+	Action     string         `json:"action"`
+	Channel    ref            `json:"channel"`
+	Summary    string         `json:"summary,omitempty"`
+	Messages   []ref          `json:"messages"`
+	Name       string         `json:"x-settle-name,omitempty"`
+	Role       string         `json:"x-settle-role,omitempty"`
+	Workers    int            `json:"x-settle-workers,omitempty"`
+	Cap        int            `json:"x-settle-cap,omitempty"`
+	DeadLetter string         `json:"x-settle-dead-letter-to,omitempty"`
+	Timeout    string         `json:"x-settle-timeout,omitempty"`
+	OnError    string         `json:"x-settle-on-error,omitempty"`
+	OnPanic    string         `json:"x-settle-on-panic,omitempty"`
+	OnDecode   string         `json:"x-settle-on-decode-error,omitempty"`
+	Delay      string         `json:"x-settle-delay,omitempty"`
+	Settings   map[string]any `json:"x-settle-settings,omitempty"`
+	ch         *channel
+	msg        string // its message's name in components
 }
 
 type message struct {
@@ -107,7 +105,6 @@ type message struct {
 	ContentType string          `json:"contentType,omitempty"`
 	Headers     *ref            `json:"headers,omitempty"`
 	Payload     json.RawMessage `json:"payload"`
-	GoType      string          `json:"x-settle-go-type,omitempty"`
 }
 
 type components struct {
