@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -196,83 +198,98 @@ func keys(m map[string]any) []string {
 	return ks
 }
 
+// is reports a value of the document that differs from the one wanted.
+func is(t *testing.T, doc any, want any, path ...string) {
+	t.Helper()
+	if got := at(t, doc, path...); got != want {
+		t.Errorf("%s = %v, want %v", strings.Join(path, "/"), got, want)
+	}
+}
+
+// firstMessage is the reference of an operation's (only) message.
+func firstMessage(t *testing.T, doc any, op string) any {
+	t.Helper()
+	return at(t, doc, "operations", op, "messages").([]any)[0].(map[string]any)["$ref"]
+}
+
 func TestDocumentIsValidAsyncAPI3(t *testing.T) {
-	raw, doc := render(t, newApp(t), asyncapi.GoComments("github.com/settlehq/settle/asyncapi_test", "."))
+	raw, doc := render(t, newApp(t))
 	validate(t, raw)
-	if at(t, doc, "asyncapi") != "3.0.0" || at(t, doc, "info", "title") != "refunds" || at(t, doc, "info", "version") != "0.1.0" {
-		t.Errorf("info = %v", at(t, doc, "info"))
-	}
+	is(t, doc, "3.0.0", "asyncapi")
+	is(t, doc, "refunds", "info", "title")
+	is(t, doc, "0.1.0", "info", "version")
 	chans := at(t, doc, "channels").(map[string]any)
-	for _, c := range []string{"refunds", "refunds_dead", "refunds_retry", "payouts_new", "payouts_dead", "blobs"} {
-		if _, ok := chans[c]; !ok {
-			t.Errorf("no channel %s (have %v)", c, keys(chans))
-		}
-	}
-	if len(chans) != 6 {
-		t.Errorf("channels %v, want 6", keys(chans))
+	want := []string{"blobs", "payouts_dead", "payouts_new", "refunds", "refunds_dead", "refunds_retry"}
+	if got := slices.Sorted(maps.Keys(chans)); !slices.Equal(got, want) {
+		t.Errorf("channels %v, want %v", got, want)
 	}
 	ops := at(t, doc, "operations").(map[string]any)
-	for _, o := range []string{"receive_refunds", "receive_refunds_dead", "receive_payouts_new", "receive_blobs", "deadLetter_refunds", "deadLetter_payouts_new", "delay_refunds"} {
-		if _, ok := ops[o]; !ok {
-			t.Errorf("no operation %s (have %v)", o, keys(ops))
-		}
+	want = []string{"deadLetter_payouts_new", "deadLetter_refunds", "delay_refunds", "receive_blobs", "receive_payouts_new", "receive_refunds", "receive_refunds_dead"}
+	if got := slices.Sorted(maps.Keys(ops)); !slices.Equal(got, want) {
+		t.Errorf("operations %v, want %v", got, want)
 	}
-	if len(ops) != 7 {
-		t.Errorf("operations %v, want 7", keys(ops))
+}
+
+func TestReceiveOperationsCarrySettlesPolicies(t *testing.T) {
+	_, doc := render(t, newApp(t))
+	for k, v := range map[string]any{"action": "receive", "x-settle-cap": 5.0, "x-settle-dead-letter-to": "refunds.dead", "x-settle-workers": 4.0,
+		"x-settle-timeout": "30s", "x-settle-on-error": "backoff(1s, 1m0s)", "x-settle-on-decode-error": "dead_letter", "x-settle-delay": "process"} {
+		is(t, doc, v, "operations", "receive_refunds", k)
 	}
-	recv := at(t, doc, "operations", "receive_refunds").(map[string]any)
-	want := map[string]any{"action": "receive", "x-settle-cap": 5.0, "x-settle-dead-letter-to": "refunds.dead", "x-settle-workers": 4.0,
-		"x-settle-timeout": "30s", "x-settle-on-error": "backoff(1s, 1m0s)", "x-settle-on-decode-error": "dead_letter", "x-settle-delay": "process"}
-	for k, v := range want {
-		if recv[k] != v {
-			t.Errorf("receive_refunds %s = %v, want %v", k, recv[k], v)
-		}
+	is(t, doc, "#/channels/refunds", "operations", "receive_refunds", "channel", "$ref")
+	is(t, doc, 300.0, "operations", "receive_refunds", "x-settle-settings", "prefetch")
+	is(t, doc, "send", "operations", "deadLetter_refunds", "action")
+	is(t, doc, "#/channels/refunds_dead", "operations", "deadLetter_refunds", "channel", "$ref")
+}
+
+func TestChannelsCarryTheBackendsBindings(t *testing.T) {
+	_, doc := render(t, newApp(t))
+	amqp := at(t, doc, "channels", "refunds", "bindings", "amqp")
+	is(t, amqp, "queue", "is")
+	is(t, amqp, "refunds", "queue", "name")
+	is(t, amqp, "quorum", "x-settle-queue-type")
+	is(t, amqp, 5.0, "x-settle-arguments", "x-delivery-limit")
+	if x := at(t, amqp, "x-settle-exchanges").([]any); len(x) != 1 || x[0].(map[string]any)["name"] != "payments" {
+		t.Errorf("exchanges = %v", x)
 	}
-	if got := at(t, recv, "channel", "$ref"); got != "#/channels/refunds" {
-		t.Errorf("receive_refunds channel = %v", got)
-	}
-	amqp := at(t, doc, "channels", "refunds", "bindings", "amqp").(map[string]any)
-	if at(t, amqp, "is") != "queue" || at(t, amqp, "queue", "name") != "refunds" || at(t, amqp, "x-settle-queue-type") != "quorum" ||
-		at(t, amqp, "x-settle-arguments", "x-delivery-limit") != 5.0 {
-		t.Errorf("amqp binding = %v", amqp)
-	}
-	if at(t, doc, "channels", "refunds_dead", "bindings", "amqp", "x-settle-queue-type") != "classic" {
-		t.Errorf("the dead letter's binding comes from the endpoint's related queue")
-	}
-	if got := at(t, doc, "channels", "payouts_new", "x-settle-nats", "stream"); got != "REFUNDS" {
-		t.Errorf("nats stream = %v", got)
-	}
-	// The payload schema: json tags, omitempty, doc comments, the cycle through Line.Next.
-	refund := at(t, doc, "components", "schemas", "Refund").(map[string]any)
-	if at(t, refund, "description") != "Refund is a refund request." || at(t, refund, "properties", "ref", "description") != "Ref is the merchant's reference." {
-		t.Errorf("Refund's doc comments are missing: %v", refund)
-	}
-	props := at(t, refund, "properties").(map[string]any)
-	if _, ok := props["Skip"]; ok || len(props) != 5 {
+	// The dead letter's binding comes from the endpoint's related queue, the waiting queue's too.
+	is(t, doc, "classic", "channels", "refunds_dead", "bindings", "amqp", "x-settle-queue-type")
+	is(t, doc, "quorum", "channels", "refunds_retry", "bindings", "amqp", "x-settle-queue-type")
+	is(t, doc, "REFUNDS", "channels", "payouts_new", "x-settle-nats", "stream")
+	is(t, doc, "nats", "channels", "payouts_dead", "x-settle-backend")
+}
+
+func TestMessagesCarryPayloadSchemasAndHeaders(t *testing.T) {
+	_, doc := render(t, newApp(t), asyncapi.GoComments("github.com/settlehq/settle/asyncapi_test", "."))
+	// json tags, omitempty, json:"-", doc comments, the cycle through Line.Next.
+	refund := at(t, doc, "components", "schemas", "Refund")
+	is(t, refund, "Refund is a refund request.", "description")
+	is(t, refund, "Ref is the merchant's reference.", "properties", "ref", "description")
+	if props := at(t, refund, "properties").(map[string]any); len(props) != 5 {
 		t.Errorf("Refund properties = %v, want ref, cents, note, at, lines", keys(props))
 	}
-	if got := at(t, doc, "components", "schemas", "Line", "properties", "next", "$ref"); got != "#/components/schemas/Line" {
-		t.Errorf("Line.next = %v", got)
+	if req := at(t, refund, "required").([]any); len(req) != 3 {
+		t.Errorf("Refund required = %v, want ref, cents, at", req)
 	}
-	if got := at(t, doc, "components", "messages", "Refund", "payload", "$ref"); got != "#/components/schemas/Refund" {
-		t.Errorf("Refund payload = %v", got)
-	}
-	if got := at(t, doc, "components", "messages", "RefundDeadLetter", "headers", "$ref"); got != "#/components/schemas/settle-dead-letter-headers" {
-		t.Errorf("dead letter headers = %v", got)
-	}
+	is(t, doc, "#/components/schemas/Line", "components", "schemas", "Line", "properties", "next", "$ref")
+	is(t, doc, "#/components/schemas/Refund", "components", "messages", "Refund", "payload", "$ref")
+	is(t, doc, "#/components/schemas/settle-headers", "components", "messages", "Refund", "headers", "$ref")
+	is(t, doc, "#/components/schemas/settle-dead-letter-headers", "components", "messages", "RefundDeadLetter", "headers", "$ref")
 	for _, h := range []string{core.HeaderRetryCount, core.HeaderOrigin, core.HeaderDeadAt, core.HeaderError} {
 		at(t, doc, "components", "schemas", "settle-dead-letter-headers", "properties", h)
 	}
 	// The subscription of a dead-letter queue receives dead letters: the message with their headers.
-	if got := at(t, doc, "operations", "receive_refunds_dead", "messages").([]any)[0].(map[string]any)["$ref"]; got != "#/channels/refunds_dead/messages/RefundDeadLetter" {
+	if got := firstMessage(t, doc, "receive_refunds_dead"); got != "#/channels/refunds_dead/messages/RefundDeadLetter" {
 		t.Errorf("receive_refunds_dead message = %v", got)
 	}
 	if got := at(t, doc, "channels", "refunds_dead", "messages").(map[string]any); len(got) != 1 {
 		t.Errorf("refunds_dead messages = %v, want the dead letter alone", keys(got))
 	}
-	if got := at(t, doc, "components", "messages", "bytes", "payload", "format"); got != "binary" {
-		t.Errorf("raw payload format = %v", got)
+	// A *Refund payload is the Refund message; a Raw payload is a binary string.
+	if got := firstMessage(t, doc, "receive_payouts_new"); got != "#/channels/payouts_new/messages/Refund" {
+		t.Errorf("receive_payouts_new message = %v", got)
 	}
+	is(t, doc, "binary", "components", "messages", "bytes", "payload", "format")
 }
 
 func TestYAMLSaysWhatJSONSays(t *testing.T) {
