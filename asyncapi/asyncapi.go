@@ -154,7 +154,7 @@ func (b *builder) subscription(s core.SubscriptionDescription) error {
 		}
 		b.operation("deadLetter", s.Name, &operation{
 			Action: "send", Name: s.Name, Role: roleDeadLetter,
-			Summary: fmt.Sprintf("settle moves a message of %s here when its handler fails at attempt %d (or it never settles), with the headers settle-retry-count, settle-origin, settle-dead-at and settle-error.", s.Queue, s.Cap),
+			Summary: deadLetterSummary(s),
 		}, dl, dmsg)
 	}
 	if ep == nil {
@@ -174,6 +174,21 @@ func (b *builder) subscription(s core.SubscriptionDescription) error {
 		}
 	}
 	return nil
+}
+
+// deadLetterSummary says when a subscription's messages move to its dead letter.
+func deadLetterSummary(s core.SubscriptionDescription) string {
+	when := fmt.Sprintf("when its handler still fails at attempt %d", s.Cap)
+	var policies []string
+	for _, p := range [][2]string{{"on-error", s.OnError}, {"on-panic", s.OnPanic}, {"on-decode-error", s.OnDecodeError}} {
+		if p[1] == "dead_letter" {
+			policies = append(policies, p[0])
+		}
+	}
+	if len(policies) > 0 {
+		when += ", at once under a dead_letter policy (" + strings.Join(policies, ", ") + ")"
+	}
+	return fmt.Sprintf("settle moves a message of %s here %s, or when it is delivered past the cap without ever settling; the headers settle-retry-count, settle-origin, settle-dead-at and settle-error say why.", s.Queue, when)
 }
 
 func (b *builder) publisher(p core.PublisherDescription) error {

@@ -15,7 +15,7 @@ func (q *queue) Describe(sub core.SubscriptionDescription) core.EndpointDescript
 		SQL:   &core.SQLQueue{Table: t.Ref().String(), Group: q.group, Form: q.form.String()},
 		Delay: "none: without a retry_after column RetryAfter retries at once"}
 	if t.Columns.RetryAfter != "" {
-		d.Delay = fmt.Sprintf("the row: retry_after column %s", t.Columns.RetryAfter)
+		d.Delay = fmt.Sprintf("in the table: the row's %s column", t.Columns.RetryAfter)
 	}
 	if sub.Cap > 0 {
 		about := fmt.Sprintf("settle moves a dead letter to the group %q of table %s in the transaction that settles it", sub.DeadLetterTo, t.Ref())
