@@ -2,11 +2,15 @@ package natsjs_test
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/coretest"
 	natsjs "github.com/settlehq/settle/transport-nats"
 )
 
@@ -42,5 +46,40 @@ func TestDescribeReportsStreamAndConsumer(t *testing.T) {
 	}
 	if !strings.HasPrefix(d.Delay, "server") {
 		t.Errorf("delay = %q: JetStream holds a RetryAfter", d.Delay)
+	}
+}
+
+// TestDescribeSaysWhatIsDeclared runs a subscription on the embedded server and compares its
+// description with the stream and consumer JetStream holds.
+func TestDescribeSaysWhatIsDeclared(t *testing.T) {
+	r := newRig(t, embedded.URL(), clock.Real(), natsjs.DeclareTopology(true))
+	q := r.queue("refunds", natsjs.AckWait(45*time.Second), natsjs.MaxAckPending(64))
+	h := func(context.Context, *core.Message[string]) error { return nil }
+	if err := core.Subscribe(r.app, q, h, core.DeadLetterAfter(4, r.subject("refunds.dead"))); err != nil {
+		t.Fatal(err)
+	}
+	r.mustStart()
+	d := r.app.Describe().Subscriptions[0].Endpoint
+	ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
+	defer cancel()
+	st, err := r.admin.js.Stream(ctx, d.NATS.Stream)
+	if err != nil {
+		t.Fatalf("stream %s: %v", d.NATS.Stream, err)
+	}
+	if got := st.CachedInfo().Config.Subjects; !slices.Equal(got, d.NATS.Subjects) {
+		t.Errorf("stream subjects %v, described %v", got, d.NATS.Subjects)
+	}
+	cons, err := st.Consumer(ctx, d.NATS.Consumer)
+	if err != nil {
+		t.Fatalf("consumer %s: %v", d.NATS.Consumer, err)
+	}
+	cc := cons.CachedInfo().Config
+	got := []any{cc.FilterSubject, cc.AckWait.String(), cc.MaxDeliver, cc.MaxAckPending}
+	want := []any{d.NATS.Subject, d.Settings["ack_wait"], d.Settings["max_deliver"], d.Settings["max_ack_pending"]}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("consumer %v, described %v", got, want)
+	}
+	if _, err := r.admin.js.StreamNameBySubject(ctx, d.Related[0].Name); err != nil {
+		t.Errorf("no stream captures the described dead-letter subject %s: %v", d.Related[0].Name, err)
 	}
 }
