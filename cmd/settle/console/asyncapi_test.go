@@ -28,6 +28,9 @@ func refundsDocument(t *testing.T) []byte {
 func TestConsoleAsyncAPI(t *testing.T) {
 	doc := refundsDocument(t)
 	srv, _, c := setup(t, console.Options{AsyncAPI: doc})
+	if _, overview := get(t, c, srv.URL+"/"); !strings.Contains(overview, `<a href="/asyncapi" id="asyncapi-link">`) {
+		t.Error("the overview does not link to the document")
+	}
 	code, page := get(t, c, srv.URL+"/asyncapi")
 	if code != http.StatusOK {
 		t.Fatalf("/asyncapi: %d\n%s", code, page)
@@ -73,6 +76,9 @@ func TestConsoleAsyncAPIFromJSON(t *testing.T) {
 
 func TestConsoleWithoutAsyncAPI(t *testing.T) {
 	srv, _, c := setup(t, console.Options{})
+	if _, overview := get(t, c, srv.URL+"/"); strings.Contains(overview, "asyncapi-link") {
+		t.Error("the overview links to a document it does not have")
+	}
 	for _, p := range []string{"/asyncapi", "/asyncapi.json", "/asyncapi.yaml"} {
 		if code, _ := get(t, c, srv.URL+p); code != http.StatusNotFound {
 			t.Errorf("%s without a document: %d, want 404", p, code)

@@ -297,7 +297,8 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		rows[i] = statsRow(i, q, st, err)
 	}
 	s.render(w, http.StatusOK, "overview", map[string]any{"Title": "queues", "Rows": rows,
-		"Refresh": int(s.o.Refresh.Round(time.Second).Seconds()), "Now": s.o.Now().UTC().Format("15:04:05Z")})
+		"Refresh": int(s.o.Refresh.Round(time.Second).Seconds()), "Now": s.o.Now().UTC().Format("15:04:05Z"),
+		"AsyncAPI": s.tmpl["asyncapi"] != nil})
 }
 
 // deadItem is a dead letter on a list.
