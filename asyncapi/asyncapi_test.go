@@ -445,3 +445,21 @@ func TestCommittedDocumentsAreValid(t *testing.T) {
 		}
 	}
 }
+
+// TestYAMLKeepsStringsStrings: a name or version YAML would read as a boolean, a number or null
+// stays a string; an App with nothing mounted is still a valid document.
+func TestYAMLKeepsStringsStrings(t *testing.T) {
+	d, err := asyncapi.FromDescription(core.Description{Info: core.AppInfo{Name: "true", Version: "1.0", Description: "null"}})
+	must(t, err)
+	y, err := d.YAML()
+	must(t, err)
+	var back map[string]any
+	must(t, yaml.Unmarshal(y, &back))
+	info := back["info"].(map[string]any)
+	if info["title"] != "true" || info["version"] != "1.0" || info["description"] != "null" {
+		t.Errorf("info read back as %#v from\n%s", info, y)
+	}
+	j, err := d.JSON()
+	must(t, err)
+	validate(t, j)
+}
