@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"reflect"
 	"sync"
 	"syscall"
 	"time"
@@ -28,6 +29,7 @@ type App struct {
 	events          []EventObserver
 	propagator      Propagator
 	middleware      []Middleware
+	info            AppInfo // WithInfo, WithDescription: see describe.go
 
 	ready chan struct{} // closed once Run has opened every subscription
 
@@ -149,7 +151,7 @@ func Subscribe[T any](a *App, ep Endpoint, h Handler[T], opts ...Option) error {
 		return fmt.Errorf("settle: Subscribe: subscription name %q is already in use (give one of them core.Name)", name)
 	}
 	a.names[name] = true
-	a.subs = append(a.subs, &subscription{name: name, queue: ep.Queue(), ep: ep, opts: o, chain: chain})
+	a.subs = append(a.subs, &subscription{name: name, queue: ep.Queue(), ep: ep, opts: o, chain: chain, payload: reflect.TypeFor[T]()})
 	return nil
 }
 

@@ -64,6 +64,7 @@ Usage:
   settle dead redrive ID… | --all | FILTER   send dead letters back to their queue
   settle dead purge ID… | --all | FILTER     delete dead letters for good
   settle console [--listen 127.0.0.1:8080] [--target T]…   the web console
+  settle asyncapi [--out FILE] -- COMMAND…   the AsyncAPI document of a program's App
 
 The target (every command):
   --dsn      SETTLE_DSN      sqlite:///path/queue.db, postgres://…, mysql://user:pw@tcp(host:3306)/db,
@@ -117,6 +118,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdStats(ctx, rest, stdout, stderr)
 	case "console":
 		return cmdConsole(ctx, rest, stdout, stderr)
+	case "asyncapi":
+		return cmdAsyncAPI(ctx, rest, stdout, stderr)
 	case "dead":
 		if len(rest) == 0 {
 			return usageErr("settle dead: name a subcommand: ls, show, redrive or purge")
