@@ -36,9 +36,11 @@ type App struct {
 	mu       sync.Mutex
 	backends []Backend
 	subs     []*subscription
-	names    map[string]bool
-	ran      bool
-	state    appState
+	// publishers are the publishers declared with Publishes, for Describe.
+	publishers []Replier
+	names      map[string]bool
+	ran        bool
+	state      appState
 }
 
 // AppOption configures an App.

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -44,8 +45,8 @@ type Description struct {
 	Info AppInfo
 	// Subscriptions are the App's mounted handlers, each a receive operation.
 	Subscriptions []SubscriptionDescription
-	// Publishers are the publishers registered with the App, each a send operation. The App
-	// has no registered publishers yet: the publish API fills this when it registers them.
+	// Publishers are what the App sends through, each a send operation: the publishers it
+	// declared with Publishes, then those its subscriptions reply through (Replies), each once.
 	Publishers []PublisherDescription
 }
 
@@ -184,7 +185,56 @@ func (a *App) Describe() Description {
 	for _, s := range subs {
 		d.Subscriptions = append(d.Subscriptions, s.describe())
 	}
+	a.mu.Lock()
+	pubs := append([]Replier(nil), a.publishers...)
+	a.mu.Unlock()
+	for _, s := range subs {
+		pubs = append(pubs, s.opts.Replies...)
+	}
+	d.Publishers = describePublishers(pubs)
 	return d
+}
+
+// Publishes declares publishers the App's code sends through outside its handlers (a periodic
+// job, an HTTP endpoint that enqueues work), so that Describe lists them as send operations.
+// The publishers a subscription replies through (Replies) are listed without it. A nil
+// publisher is ignored.
+func (a *App) Publishes(pubs ...Replier) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range pubs {
+		if p != nil && p.replyPublisher() != nil {
+			a.publishers = append(a.publishers, p)
+		}
+	}
+}
+
+// describePublishers describes each distinct publisher of pubs once, in order, named after its
+// queue ("payouts", then "payouts-2" for a second publisher to the same queue).
+func describePublishers(pubs []Replier) []PublisherDescription {
+	seen := make(map[*publisher]bool, len(pubs))
+	names := make(map[string]int, len(pubs))
+	var out []PublisherDescription
+	for _, r := range pubs {
+		p := r.replyPublisher()
+		if p == nil || seen[p] {
+			continue
+		}
+		seen[p] = true
+		queue := p.target.Queue()
+		name := queue
+		if n := names[queue]; n > 0 {
+			name = queue + "-" + strconv.Itoa(n+1)
+		}
+		names[queue]++
+		pd := PublisherDescription{Name: name, Queue: queue, Payload: p.payload, ContentType: p.codec.ContentType()}
+		if d, ok := p.target.(Describer); ok {
+			ed := d.Describe(SubscriptionDescription{Name: name, Queue: queue, Payload: p.payload, ContentType: pd.ContentType})
+			pd.Endpoint = &ed
+		}
+		out = append(out, pd)
+	}
+	return out
 }
 
 func (s *subscription) describe() SubscriptionDescription {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/coretest"
 )
 
 // describedEndpoint is an endpoint that describes itself from the subscription it is given.
@@ -54,5 +56,50 @@ func TestDescribeReportsWhatIsMounted(t *testing.T) {
 	r := d.Subscriptions[1]
 	if r.Name != "raw-reader" || r.Queue != "raw" || r.Payload != reflect.TypeFor[[]byte]() || r.ContentType != "application/octet-stream" || r.Endpoint != nil {
 		t.Errorf("raw subscription = %+v", r)
+	}
+}
+
+// describedPayout is what the described refunds subscription replies with.
+type describedPayout struct{ Refund string }
+
+// TestDescribeListsPublishers: the publishers an App declares with Publishes and those its
+// subscriptions reply through are its send operations, each listed once, named after its queue.
+func TestDescribeListsPublishers(t *testing.T) {
+	b := coretest.NewBroker(clock.Real(), nil)
+	payouts, err := core.NewPublisher[describedPayout](b.Queue("payouts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := core.NewPublisher[string](b.Queue("audit"), core.PublishCodec(core.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := core.NewPublisher[string](b.Queue("payouts"), core.PublishCodec(core.Raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := core.New()
+	app.Publishes(audit, payouts, nil, second)
+	if err := core.Subscribe(app, b.Queue("refunds"), func(ctx context.Context, m *core.Message[Refund]) error {
+		return payouts.Reply(ctx, describedPayout{})
+	}, core.Replies(payouts)); err != nil {
+		t.Fatal(err)
+	}
+	got := app.Describe().Publishers
+	want := []struct {
+		name, queue, payload, contentType string
+	}{
+		{"audit", "audit", "string", "application/octet-stream"},
+		{"payouts", "payouts", "core_test.describedPayout", "application/json"},
+		{"payouts-2", "payouts", "string", "application/octet-stream"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("publishers %+v, want %d", got, len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Name != w.name || g.Queue != w.queue || g.Payload.String() != w.payload || g.ContentType != w.contentType {
+			t.Errorf("publisher %d = %s %s %v %s, want %+v", i, g.Name, g.Queue, g.Payload, g.ContentType, w)
+		}
 	}
 }
