@@ -92,6 +92,7 @@ func main() {
 
 // run runs one command line and returns its exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	stderr = newScrubber(stderr, commandSecrets(args))
 	err := dispatch(ctx, args, stdout, stderr)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stderr, "settle: %v\n", err)
@@ -146,7 +147,16 @@ type common struct {
 
 type stringList []string
 
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
+// String is what -h prints as the default (from the environment): DSNs with their passwords
+// masked.
+func (s *stringList) String() string {
+	out := make([]string, len(*s))
+	for i, v := range *s {
+		out[i] = redact(v)
+	}
+	return strings.Join(out, ",")
+}
+
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func newCommon(name string, stderr io.Writer) *common {
@@ -166,6 +176,7 @@ func newCommon(name string, stderr io.Writer) *common {
 
 // parse parses args, allowing flags after positional arguments (settle dead show 7 --json).
 func (c *common) parse(args []string) ([]string, error) {
+	hideDefaults(c.fs)
 	var pos []string
 	for {
 		if err := c.fs.Parse(args); err != nil {
@@ -188,7 +199,7 @@ func (c *common) target() (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	return target{kind: kind, dsn: dsn, table: c.table, queue: c.queue, dead: c.dead, wait: c.waiting}, nil
+	return target{kind: kind, raw: c.dsn, dsn: dsn, table: c.table, queue: c.queue, dead: c.dead, wait: c.waiting}, nil
 }
 
 func (c *common) open(ctx context.Context) (ops.Queue, io.Closer, error) {
