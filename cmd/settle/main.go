@@ -202,6 +202,15 @@ func (c *common) target() (target, error) {
 	return target{kind: kind, raw: c.dsn, dsn: dsn, table: c.table, queue: c.queue, dead: c.dead, wait: c.waiting}, nil
 }
 
+// checkIDs refuses dead-letter ids the target's backend cannot have.
+func (c *common) checkIDs(ids []string) error {
+	t, err := c.target()
+	if err != nil {
+		return err
+	}
+	return checkIDs(t.kind, ids)
+}
+
 func (c *common) open(ctx context.Context) (ops.Queue, io.Closer, error) {
 	t, err := c.target()
 	if err != nil {
@@ -266,10 +275,12 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if c.json {
-		return writeJSON(stdout, statsJSON(s))
+		err = writeJSON(stdout, statsJSON(s))
+	} else {
+		printStats(stdout, []ops.Stats{s})
 	}
-	printStats(stdout, []ops.Stats{s})
-	return nil
+	statsHints(ctx, q, stderr, s)
+	return err
 }
 
 func cmdDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -302,10 +313,14 @@ func cmdDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if c.json {
-		return writeJSON(stdout, pageJSON(page))
+		err = writeJSON(stdout, pageJSON(page))
+	} else {
+		printDeadList(stdout, page, time.Now())
 	}
-	printDeadList(stdout, page, time.Now())
-	return nil
+	if len(page.Items) == 0 && *cursor == "" {
+		deadHint(ctx, q, stderr)
+	}
+	return err
 }
 
 func cmdDeadShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -316,6 +331,9 @@ func cmdDeadShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if len(pos) != 1 {
 		return usageErr("settle dead show takes one dead-letter id (got %d)", len(pos))
+	}
+	if err := c.checkIDs(pos); err != nil {
+		return err
 	}
 	q, closer, err := c.open(ctx)
 	if err != nil {
@@ -356,6 +374,9 @@ func cmdDeadChange(ctx context.Context, what string, args []string, stdout, stde
 	if what == "purge" && (*keep || *verbose) {
 		return usageErr("--keep-attempts and -v apply to redrive only")
 	}
+	if err := c.checkIDs(pos); err != nil {
+		return err
+	}
 	q, closer, err := c.open(ctx)
 	if err != nil {
 		return err
@@ -374,6 +395,9 @@ func cmdDeadChange(ctx context.Context, what string, args []string, stdout, stde
 		n, err = q.Redrive(ctx, sel, opt)
 	} else {
 		n, err = q.Purge(ctx, sel)
+	}
+	if n == 0 && err == nil && len(pos) == 0 {
+		defer deadHint(ctx, q, stderr) // after the count
 	}
 	if c.json {
 		out := map[string]any{"action": what, "done": n, "selection": sel.String()}

@@ -241,12 +241,16 @@ func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
 		}
 	}
 	var q *sqlqueue.Ops
+	var so *sqlOps
 	if err == nil {
 		group := t.queue
 		if tb.Columns.Group == "" {
 			group = ""
 		}
 		q, err = sqlqueue.NewOps(ctx, s.d, s.db, tb, group, t.dead)
+		if err == nil {
+			so, err = newSQLOps(q, s.d, s.db, tb, ref, group, t.dead)
+		}
 	}
 	if err != nil {
 		s.closer.Close()
@@ -255,5 +259,5 @@ func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
 		}
 		return nil, nil, unreachable(t, err)
 	}
-	return q, s.closer, nil
+	return so, s.closer, nil
 }
