@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"reflect"
 	"sync"
 	"syscall"
 	"time"
@@ -28,15 +29,18 @@ type App struct {
 	events          []EventObserver
 	propagator      Propagator
 	middleware      []Middleware
+	info            AppInfo // WithInfo, WithDescription: see describe.go
 
 	ready chan struct{} // closed once Run has opened every subscription
 
 	mu       sync.Mutex
 	backends []Backend
 	subs     []*subscription
-	names    map[string]bool
-	ran      bool
-	state    appState
+	// publishers are the publishers declared with Publishes, for Describe.
+	publishers []Replier
+	names      map[string]bool
+	ran        bool
+	state      appState
 }
 
 // AppOption configures an App.
@@ -139,7 +143,7 @@ func Subscribe[T any](a *App, ep Endpoint, h Handler[T], opts ...Option) error {
 		}
 		chain = a.middleware[i](chain)
 	}
-	return a.add(ep, o, &subscription{chain: chain})
+	return a.add(ep, o, &subscription{chain: chain, payload: reflect.TypeFor[T]()})
 }
 
 // add registers s, a subscription to ep with options o, under its unique name.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
 )
@@ -211,7 +212,7 @@ func SubscribeBatch[T any](a *App, ep Endpoint, h BatchHandler[T], opts ...Optio
 	}
 	codec := o.Codec
 	newBatch := func() batchCall { return &typedBatch[T]{h: h, codec: codec} }
-	return a.add(ep, o, &subscription{batch: newBatch})
+	return a.add(ep, o, &subscription{batch: newBatch, payload: reflect.TypeFor[T]()})
 }
 
 // batchCall is one worker's batch in the making: the typed half of a batch subscription.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -294,5 +295,22 @@ func TestBatchAdmitsEachMessage(t *testing.T) {
 	}
 	if byID["a"].Action != core.ActAck || byID["b"].Action != core.ActAck {
 		t.Errorf("the batch's verdicts: a %v, b %v; want both acked", byID["a"], byID["b"])
+	}
+}
+
+func TestDescribeBatchSubscription(t *testing.T) {
+	h := coretest.New(t)
+	coretest.SubscribeBatch(h, "refunds", ackBatch, core.BatchSize(50), core.BatchWait(time.Second))
+	coretest.Subscribe(h, "payouts", ack)
+	d := h.App.Describe()
+	if len(d.Subscriptions) != 2 {
+		t.Fatalf("described %d subscriptions, want 2", len(d.Subscriptions))
+	}
+	b, s := d.Subscriptions[0], d.Subscriptions[1]
+	if b.Payload != reflect.TypeFor[Refund]() || b.BatchSize != 50 || b.BatchWait != time.Second {
+		t.Errorf("batch subscription described as payload %v, batch %d, wait %v; want Refund, 50, 1s", b.Payload, b.BatchSize, b.BatchWait)
+	}
+	if s.BatchSize != 0 || s.BatchWait != 0 {
+		t.Errorf("single-message subscription described with batch %d, wait %v", s.BatchSize, s.BatchWait)
 	}
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"reflect"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ type subscription struct {
 	ep          Endpoint
 	opts        *Options
 	chain       HandlerFunc
+	payload     reflect.Type // T of Subscribe[T], for Describe
 
 	app       *App
 	info      Subscription

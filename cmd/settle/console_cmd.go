@@ -27,6 +27,7 @@ func cmdConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	token := c.fs.String("token", os.Getenv("SETTLE_CONSOLE_TOKEN"), "require this bearer token (SETTLE_CONSOLE_TOKEN)")
 	basic := c.fs.String("basic-auth", os.Getenv("SETTLE_CONSOLE_BASIC_AUTH"), "require HTTP basic auth user:password (SETTLE_CONSOLE_BASIC_AUTH)")
 	refresh := c.fs.Duration("refresh", 5*time.Second, "how often the queues page reloads")
+	asyncAPIFile := c.fs.String("asyncapi", "", "show this AsyncAPI document (settle asyncapi --out FILE) at /asyncapi")
 	pos, err := c.parse(args)
 	if err != nil {
 		return err
@@ -36,6 +37,11 @@ func cmdConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	o := console.Options{Token: *token, BasicAuth: *basic, Refresh: *refresh,
 		Logger: slog.New(slog.NewTextHandler(stderr, nil))}
+	if *asyncAPIFile != "" {
+		if o.AsyncAPI, err = os.ReadFile(*asyncAPIFile); err != nil {
+			return usageErr("settle console --asyncapi: %v", err)
+		}
+	}
 	if err := console.CheckListen(*listen, o); err != nil {
 		return usageErr("%v", err)
 	}

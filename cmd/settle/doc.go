@@ -8,6 +8,7 @@
 //	settle dead redrive ID… | --all   back to the queue they came from, attempts reset
 //	settle dead purge ID… | --all     deleted for good
 //	settle console                    the web console (package console)
+//	settle asyncapi -- COMMAND…       the AsyncAPI document of a program's App
 //
 // The target is a DSN plus a table and group, or a queue: --dsn, --table, --queue and --dead,
 // or SETTLE_DSN, SETTLE_TABLE, SETTLE_QUEUE and SETTLE_DEAD. --json prints machine-readable

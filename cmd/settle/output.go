@@ -35,7 +35,7 @@ func printStats(w io.Writer, all []ops.Stats) {
 	var notes []string
 	for _, s := range all {
 		oldest := "-"
-		if s.Measured(ops.FigureOldestReady) {
+		if console.HasOldest(s) {
 			oldest = console.Age(s.OldestReady)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Queue, figure(s, ops.FigureReady, s.Ready),
@@ -118,7 +118,8 @@ func printDead(w io.Writer, d ops.DeadLetter, now time.Time) {
 	}
 }
 
-// The JSON shapes: an unmeasured figure is null, never a 0 that reads as "none".
+// The JSON shapes: an unmeasured figure is null, never a 0 that reads as "none"; so is the
+// oldest ready age of an empty queue, which has none.
 
 type statsOut struct {
 	Queue        string           `json:"queue"`
@@ -142,7 +143,7 @@ func statsJSON(s ops.Stats) statsOut {
 	out := statsOut{Queue: s.Queue, DeadLetter: s.DeadLetter, Ready: n(ops.FigureReady, s.Ready),
 		Delayed: n(ops.FigureDelayed, s.Delayed), InFlight: n(ops.FigureInFlight, s.InFlight),
 		Dead: n(ops.FigureDead, s.Dead), At: s.At, Unmeasured: s.Unmeasured}
-	if s.Measured(ops.FigureOldestReady) {
+	if console.HasOldest(s) {
 		secs := s.OldestReady.Seconds()
 		out.OldestReadyS = &secs
 	}

@@ -78,9 +78,9 @@ func run() error {
 	}
 	var c Config
 	flag.StringVar(&c.DB, "db", "refunds.db", "SQLite database file")
-	flag.DurationVar(&c.Backoff, "backoff", 100*time.Millisecond, "base backoff of a busy processor (core.Backoff: full jitter, doubled per attempt up to 64×)")
+	flag.DurationVar(&c.Backoff, "backoff", DefaultBackoff, "base backoff of a busy processor (core.Backoff: full jitter, doubled per attempt up to 64×)")
 	flag.BoolVar(&c.Serve, "serve", false, "keep consuming until interrupted instead of running the demo")
-	flag.DurationVar(&c.Poll, "poll", 200*time.Millisecond, "how often an idle queue is polled (SQLite)")
+	flag.DurationVar(&c.Poll, "poll", DefaultPoll, "how often an idle queue is polled (SQLite)")
 	flag.StringVar(&c.AMQP, "amqp", os.Getenv("REFUNDS_AMQP_URL"), "RabbitMQ URL (default $REFUNDS_AMQP_URL); set, the service runs on RabbitMQ instead of SQLite")
 	flag.StringVar(&c.NATS, "nats", os.Getenv("REFUNDS_NATS_URL"), "NATS server URL, or \"embedded\" for an in-process server (default $REFUNDS_NATS_URL); set, the service runs on NATS JetStream")
 	flag.StringVar(&c.Prefix, "prefix", "", "prefix of every RabbitMQ queue name or NATS subject")
@@ -90,12 +90,16 @@ func run() error {
 	if c.AMQP != "" && c.NATS != "" {
 		return errors.New("-amqp and -nats: choose one backend")
 	}
+	if asyncAPIAsked() { // settle asyncapi: the service's document instead of the service
+		return ExportAsyncAPI(ctx, c)
+	}
 	obs, err := StartObservability(c.Metrics, c.Trace, os.Stdout, log)
 	if err != nil {
 		return err
 	}
 	defer obs.Close()
 	c.Obs = obs
+	appOpts := append(Info(), obs.AppOptions()...)
 	switch {
 	case c.NATS != "":
 		url, stopServer, err := natsURL(c.NATS, log)
@@ -103,11 +107,11 @@ func run() error {
 			return err
 		}
 		defer stopServer()
-		return RunNATS(ctx, c, url, os.Stdout, log, obs.AppOptions()...)
+		return RunNATS(ctx, c, url, os.Stdout, log, appOpts...)
 	case c.AMQP != "":
-		return RunAMQP(ctx, c, amqp.URL(c.AMQP), os.Stdout, log, obs.AppOptions()...)
+		return RunAMQP(ctx, c, amqp.URL(c.AMQP), os.Stdout, log, appOpts...)
 	}
-	return Run(ctx, c, os.Stdout, log, obs.AppOptions()...)
+	return Run(ctx, c, os.Stdout, log, appOpts...)
 }
 
 // publishCmd is the publish subcommand: one refund or payout to a RabbitMQ queue, or one refund

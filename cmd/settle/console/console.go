@@ -60,6 +60,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock ages are computed on (default time.Now).
 	Now func() time.Time
+	// AsyncAPI is a service's AsyncAPI 3 document (JSON or YAML, as settle asyncapi writes it),
+	// shown at /asyncapi and served at /asyncapi.json and /asyncapi.yaml; nil for none.
+	AsyncAPI []byte
 }
 
 // Server is the console's http.Handler.
@@ -117,6 +120,9 @@ func New(queues []Queue, o Options) (*Server, error) {
 	s.mux.HandleFunc("GET /q/{q}/dead/{id}", s.deadPage)
 	s.mux.HandleFunc("POST /q/{q}/redrive", s.redrive)
 	s.mux.HandleFunc("POST /q/{q}/purge", s.purge)
+	if err := s.mountAsyncAPI(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -275,7 +281,7 @@ func statsRow(i int, q Queue, s ops.Stats, err error) row {
 	r.Ready, r.Delayed, r.InFlight, r.Dead = n(ops.FigureReady, s.Ready), n(ops.FigureDelayed, s.Delayed),
 		n(ops.FigureInFlight, s.InFlight), n(ops.FigureDead, s.Dead)
 	r.Oldest = "-"
-	if s.Measured(ops.FigureOldestReady) {
+	if HasOldest(s) {
 		r.Oldest = Age(s.OldestReady)
 	}
 	r.Unmeasured = s.Unmeasured
@@ -291,7 +297,8 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request) {
 		rows[i] = statsRow(i, q, st, err)
 	}
 	s.render(w, http.StatusOK, "overview", map[string]any{"Title": "queues", "Rows": rows,
-		"Refresh": int(s.o.Refresh.Round(time.Second).Seconds()), "Now": s.o.Now().UTC().Format("15:04:05Z")})
+		"Refresh": int(s.o.Refresh.Round(time.Second).Seconds()), "Now": s.o.Now().UTC().Format("15:04:05Z"),
+		"AsyncAPI": s.tmpl["asyncapi"] != nil})
 }
 
 // deadItem is a dead letter on a list.
@@ -447,6 +454,12 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// HasOldest reports whether s has an oldest ready age to show: it was measured and the queue
+// has a ready message (an empty queue has no oldest; its zero age is not one).
+func HasOldest(s ops.Stats) bool {
+	return s.Measured(ops.FigureOldestReady) && !(s.Measured(ops.FigureReady) && s.Ready == 0)
 }
 
 // Age renders a duration for people: 42s, 5m10s, 3h12m, 4d6h.
