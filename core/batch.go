@@ -26,8 +26,9 @@ type BatchHandler[T any] func(ctx context.Context, batch []*Message[T]) error
 // batch[i]. It is built with NewBatchResult(len(batch)) and one call per element (Ack, Retry,
 // RetryAfter, Drop, Fail), and returned as the handler's error. A result that does not fit its
 // batch — of another length, with an element given twice, out of range, or never given — is
-// not guessed at: the whole batch takes the error policy (a retry by default), and a warning
-// says what was wrong, with the counts.
+// not guessed at: every message of the batch is retried (a retry at the cap is a dead letter,
+// as always), with a *BatchResultError as the cause, and a warning says what was wrong, with
+// the counts.
 type BatchResult struct {
 	items   []batchItem
 	problem string // the first misuse, "" when none
@@ -109,8 +110,8 @@ func (r *BatchResult) check(n int) error {
 	return nil
 }
 
-// BatchResultError is the error a batch takes when its handler's BatchResult does not fit it;
-// every message of the batch takes the error policy with it.
+// BatchResultError is the cause of the retry of every message of a batch whose handler's
+// BatchResult does not fit it.
 type BatchResultError struct {
 	// Batch is the number of messages the handler was given; Result the length of its result.
 	Batch, Result int

@@ -126,19 +126,23 @@ func (s *subscription) callBatch(ctx context.Context, b batchCall) (err error) {
 
 // batchVerdicts turns a batch handler's return value into one resolved verdict per delivery:
 // a BatchResult's element for each, or the one answer for all. A BatchResult that does not fit
-// the batch is an error for all of them.
+// the batch retries every message of it (the cap still applies): a handler's indexing mistake
+// must not drop or dead-letter messages by a policy meant for their failures.
 func (s *subscription) batchVerdicts(ctx context.Context, live []Delivery, err error) []Verdict {
+	vs := make([]Verdict, len(live))
 	var res *BatchResult
 	if err != nil && errors.As(err, &res) {
 		if bad := res.check(len(live)); bad != nil {
 			var e *BatchResultError
 			errors.As(bad, &e)
-			s.info.Logger.Warn("settle: batch handler's result does not fit its batch; the batch takes the error policy",
+			s.info.Logger.Warn("settle: batch handler's result does not fit its batch; retrying the batch",
 				"message_id", live[0].ID(), "batch", e.Batch, "result", e.Result, "problem", e.Problem)
-			err, res = bad, nil
+			for i, d := range live {
+				vs[i] = s.resolve(d, Verdict{Action: ActRetry, Cause: bad})
+			}
+			return vs
 		}
 	}
-	vs := make([]Verdict, len(live))
 	for i, d := range live {
 		e := err
 		if res != nil {
