@@ -17,6 +17,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -59,7 +60,9 @@ require (
 )
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect
+	github.com/settlehq/settle/dialect-mysql v0.1.0
 	github.com/settlehq/settle/dialect-postgres v0.1.0
 	github.com/settlehq/settle/dialect-sqlite-purego v0.1.0
 	github.com/settlehq/settle/otel v0.1.0
@@ -81,3 +84,5 @@ replace github.com/settlehq/settle/transport-nats => ../transport-nats
 replace github.com/settlehq/settle/otel => ../otel
 
 replace github.com/settlehq/settle/dialect-sqlite-purego => ../dialect-sqlite-purego
+
+replace github.com/settlehq/settle/dialect-mysql => ../dialect-mysql
