@@ -53,7 +53,9 @@ func (h *handlerTx) Rollback(context.Context) error { return errOutcome }
 func (b *Inbox) Middleware(next core.HandlerFunc) core.HandlerFunc {
 	return func(ctx context.Context, d core.Delivery) (err error) {
 		key := b.key(d)
-		tx, err := b.db.Begin(ctx)
+		// The handler's outcome ends the transaction, not its context (database/sql rolls a
+		// transaction back when the context it began with ends).
+		tx, err := b.db.Begin(context.WithoutCancel(ctx))
 		if err != nil {
 			return fmt.Errorf("inbox: beginning the transaction of message %s on table %s: %w", d.ID(), b.table, err)
 		}

@@ -40,6 +40,9 @@ func (s *Scheduler) run(ctx context.Context, j *job) {
 		}
 		now := s.clock.Now()
 		due, missed := latest(j.sched, next.Add(-time.Nanosecond), now)
+		if due.IsZero() { // a clock that woke the timer before its time
+			due, missed = next, 1
+		}
 		if missed > 1 {
 			s.log.Warn("periodic: several ticks were due at once (the process was suspended or the clock jumped); publishing the latest",
 				"schedule", j.name, "tick", due, "missed", missed-1)
