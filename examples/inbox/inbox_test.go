@@ -24,6 +24,7 @@ import (
 	"github.com/settlehq/settle/dialect-postgres"
 	"github.com/settlehq/settle/dialect-sqlite"
 	"github.com/settlehq/settle/transport-amqp"
+	"github.com/settlehq/settle/transport-nats"
 )
 
 // database is the service's own database on one server: a dialect and a pool.
@@ -230,10 +231,21 @@ func acks(all []core.Settlement) int {
 	return n
 }
 
-// TestInboxOnRabbitMQ: the same through the real RabbitMQ consumer, on a classic queue (the
-// lost acks come back as retry copies) and a quorum queue (as requeued messages); on a
-// classic queue whose cap is one attempt the lost ack moves the message to its dead letter, and
-// the dead-letter queue's subscription behind the same inbox finds it processed.
+// broker is one real transport of the test: the endpoints of a queue (and of its dead letter,
+// for a dead-letter kind) registered with the App, and the publish of a payment with an id.
+type broker struct {
+	ep, dead core.Endpoint
+	deadOpt  core.Option
+	publish  func(ctx context.Context, p Payment) error
+	// dupDelivered: a second publish with the same id is delivered (RabbitMQ); JetStream's
+	// duplicate window drops it instead.
+	dupDelivered bool
+}
+
+// TestInboxOnRabbitMQ: the lost acks through the real RabbitMQ consumer, on a classic queue
+// (they come back as retry copies) and a quorum queue (as requeued messages); on a classic
+// queue whose cap is one attempt the lost ack moves the message to its dead letter, and the
+// dead-letter queue's subscription behind the same inbox finds it processed.
 func TestInboxOnRabbitMQ(t *testing.T) {
 	url := coretest.Env("SETTLE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 	admin, err := amqp.URL(url)()
@@ -244,15 +256,15 @@ func TestInboxOnRabbitMQ(t *testing.T) {
 	for _, kind := range []string{"classic", "quorum", "dead-letter"} {
 		for _, db := range databases {
 			t.Run(kind+"/"+db.name, func(t *testing.T) {
-				runRabbitMQ(t, url, kind, db.open(t), admin)
+				runBroker(t, db.open(t), func(app *core.App, log *slog.Logger) broker {
+					return rabbitMQ(t, app, log, url, kind, admin)
+				})
 			})
 		}
 	}
 }
 
-func runRabbitMQ(t *testing.T, url, kind string, on database, admin amqp.Connection) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*coretest.WaitTimeout)
-	defer cancel()
+func rabbitMQ(t *testing.T, app *core.App, log *slog.Logger, url, kind string, admin amqp.Connection) broker {
 	queue := uniqueName("settle.inbox.")
 	t.Cleanup(func() {
 		if ch, err := admin.Channel(); err == nil {
@@ -262,14 +274,98 @@ func runRabbitMQ(t *testing.T, url, kind string, on database, admin amqp.Connect
 			ch.Close()
 		}
 	})
-	logs := &coretest.Logs{}
-	settled := make(chan core.Settlement, 4*payments)
-	app := core.New(core.WithLogger(slog.New(logs)), core.WithoutSignals(), core.WithObserver(func(s core.Settlement) { settled <- s }))
-	b, err := amqp.New(amqp.URL(url), amqp.DeclareTopology(true), amqp.WithLogger(slog.New(logs)), amqp.WithClock(app.Clock()))
+	b, err := amqp.New(amqp.URL(url), amqp.DeclareTopology(true), amqp.WithLogger(log), amqp.WithClock(app.Clock()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	app.Register(b)
+	out := broker{dupDelivered: true, publish: func(ctx context.Context, p Payment) error {
+		return amqp.Publish(ctx, b, "", queue, p, amqp.WithMessageID(p.ID), amqp.WithConfirm())
+	}}
+	if kind == "quorum" {
+		out.ep, err = amqp.Quorum(b, queue)
+	} else {
+		out.ep, err = amqp.Classic(b, queue)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kind == "dead-letter" {
+		out.deadOpt = core.DeadLetterAfter(1, queue+".dead")
+		if out.dead, err = amqp.Classic(b, queue+".dead"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestInboxOnNATS: the same through the real JetStream consumer: the lost acks come back as
+// -NAKed messages; with a cap of one attempt, from the dead letter's stream.
+func TestInboxOnNATS(t *testing.T) {
+	url := coretest.Env("SETTLE_TEST_NATS_URL", "nats://127.0.0.1:4222")
+	probe, err := natsjs.New(url)
+	if err == nil {
+		_, err = probe.JetStream()
+	}
+	if err != nil {
+		coretest.ServerUnavailable(t, "NATS with JetStream", url+" (SETTLE_TEST_NATS_URL)", err)
+	}
+	defer probe.Close()
+	for _, kind := range []string{"retry", "dead-letter"} {
+		for _, db := range databases {
+			t.Run(kind+"/"+db.name, func(t *testing.T) {
+				runBroker(t, db.open(t), func(app *core.App, log *slog.Logger) broker {
+					return jetStream(t, app, log, url, kind, probe)
+				})
+			})
+		}
+	}
+}
+
+func jetStream(t *testing.T, app *core.App, log *slog.Logger, url, kind string, probe *natsjs.Conn) broker {
+	subject := uniqueName("settle_inbox_")
+	t.Cleanup(func() {
+		js, err := probe.JetStream()
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, s := range []string{subject, subject + "_dead"} {
+			_ = js.DeleteStream(ctx, s)
+		}
+	})
+	c, err := natsjs.New(url, natsjs.DeclareTopology(true), natsjs.WithLogger(log), natsjs.WithClock(app.Clock()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.Register(c)
+	out := broker{publish: func(ctx context.Context, p Payment) error {
+		_, err := natsjs.Publish(ctx, c, subject, p, natsjs.WithMsgID(p.ID))
+		return err
+	}}
+	if out.ep, err = natsjs.NewQueue(c, subject); err != nil {
+		t.Fatal(err)
+	}
+	if kind == "dead-letter" {
+		out.deadOpt = core.DeadLetterAfter(1, subject+"_dead")
+		if out.dead, err = natsjs.NewQueue(c, subject+"_dead"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// runBroker runs the service behind a real transport that open sets up, losing every third
+// payment's ack after its commit and publishing one payment twice: the ledger and the relayed
+// receipts hold each payment once.
+func runBroker(t *testing.T, on database, open func(app *core.App, log *slog.Logger) broker) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*coretest.WaitTimeout)
+	defer cancel()
+	logs := &coretest.Logs{}
+	settled := make(chan core.Settlement, 4*payments)
+	app := core.New(core.WithLogger(slog.New(logs)), core.WithoutSignals(), core.WithObserver(func(s core.Settlement) { settled <- s }))
+	b := open(app, slog.New(logs))
 	rel := newRelayed()
 	s, err := NewService(ctx, app, app.Clock(), on.d, on.db, "", rel, slog.New(logs))
 	if err != nil {
@@ -279,28 +375,14 @@ func runRabbitMQ(t *testing.T, url, kind string, on database, admin amqp.Connect
 	for i := 0; i < payments; i += 3 {
 		lost.lose["pay-"+strconv.Itoa(i)] = true
 	}
-	var ep core.Endpoint
 	opts := []core.Option{core.Use(lost.middleware)}
-	switch kind {
-	case "quorum":
-		ep, err = amqp.Quorum(b, queue)
-	default:
-		ep, err = amqp.Classic(b, queue)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kind == "dead-letter" {
-		opts = append(opts, core.DeadLetterAfter(1, queue+".dead"))
-		dead, err := amqp.Classic(b, queue+".dead")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Subscribe(app, dead); err != nil {
+	if b.dead != nil {
+		opts = append(opts, b.deadOpt)
+		if err := s.Subscribe(app, b.dead); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Subscribe(app, ep, opts...); err != nil {
+	if err := s.Subscribe(app, b.ep, opts...); err != nil {
 		t.Fatal(err)
 	}
 	ran := make(chan error, 1)
@@ -311,17 +393,19 @@ func runRabbitMQ(t *testing.T, url, kind string, on database, admin amqp.Connect
 		t.Fatalf("Run: %v", err)
 	}
 	for i := range payments {
-		id := "pay-" + strconv.Itoa(i)
-		if err := amqp.Publish(ctx, b, "", queue, Payment{ID: id, Amount: 10 + i}, amqp.WithMessageID(id), amqp.WithConfirm()); err != nil {
+		if err := b.publish(ctx, Payment{ID: "pay-" + strconv.Itoa(i), Amount: 10 + i}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := amqp.Publish(ctx, b, "", queue, Payment{ID: "pay-1", Amount: 11}, amqp.WithMessageID("pay-1"), amqp.WithConfirm()); err != nil {
+	if err := b.publish(ctx, Payment{ID: "pay-1", Amount: 11}); err != nil {
 		t.Fatal(err)
 	}
 	// Acknowledged: every payment once (a lost ack's message on its redelivery, or from the
-	// dead letter) and the duplicate publish.
-	want := payments + 1
+	// dead letter), and the duplicate publish where it is delivered.
+	want, dups := payments, (payments+2)/3
+	if b.dupDelivered {
+		want, dups = want+1, dups+1
+	}
 	for n := 0; n < want; {
 		select {
 		case st := <-settled:
@@ -335,8 +419,8 @@ func runRabbitMQ(t *testing.T, url, kind string, on database, admin amqp.Connect
 		}
 	}
 	checkOnce(t, s, rel)
-	if st := s.Inbox.Stats(); st.Recorded != payments || st.Duplicates != int64(1+(payments+2)/3) {
-		t.Errorf("inbox stats %+v, want %d recorded and %d duplicates", st, payments, 1+(payments+2)/3)
+	if st := s.Inbox.Stats(); st.Recorded != payments || st.Duplicates != int64(dups) {
+		t.Errorf("inbox stats %+v, want %d recorded and %d duplicates", st, payments, dups)
 	}
 	cancel()
 	if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
