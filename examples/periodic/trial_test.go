@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	driver "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlehq/settle/core"
@@ -16,6 +19,7 @@ import (
 	"github.com/settlehq/settle/core/coretest"
 	"github.com/settlehq/settle/core/periodic"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/dialect-mysql"
 	"github.com/settlehq/settle/dialect-postgres"
 	"github.com/settlehq/settle/dialect-sqlite"
 )
@@ -62,6 +66,51 @@ func TestThreeProcessesOnPostgres(t *testing.T) {
 	})
 	trial(t, func(t *testing.T, c clock.Clock) (sqlqueue.Dialect, sqlqueue.DB) {
 		db, err := postgres.Open(ctx, url+"&search_path="+schema, postgres.WithClock(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db.Dialect(), db.Queue()
+	})
+}
+
+func TestThreeProcessesOnMariaDB(t *testing.T) {
+	ctx := context.Background()
+	dsn := coretest.Env("SETTLE_TEST_MARIADB_URL", "root@tcp(127.0.0.1:3306)/test?parseTime=true")
+	threeOnMySQL(t, ctx, dsn, "MariaDB", func(err error) { coretest.ServerUnavailable(t, "MariaDB", dsn+" (SETTLE_TEST_MARIADB_URL)", err) })
+}
+
+// TestThreeProcessesOnMySQL runs on a MySQL 8 server named by SETTLE_TEST_MYSQL_URL, and skips
+// without one (none is installed in CI; not a failure under SETTLE_REQUIRE_SERVERS=1).
+func TestThreeProcessesOnMySQL(t *testing.T) {
+	dsn := os.Getenv("SETTLE_TEST_MYSQL_URL")
+	if dsn == "" {
+		t.Skip("SETTLE_TEST_MYSQL_URL is not set: no MySQL 8 server to run on")
+	}
+	threeOnMySQL(t, context.Background(), dsn, "MySQL", func(err error) { coretest.ServerUnavailable(t, "MySQL", "SETTLE_TEST_MYSQL_URL", err) })
+}
+
+func threeOnMySQL(t *testing.T, ctx context.Context, dsn, what string, unavailable func(error)) {
+	cfg, err := driver.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("%s DSN %q: %v", what, dsn, err)
+	}
+	admin, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.PingContext(ctx); err != nil {
+		unavailable(err)
+	}
+	name := fmt.Sprintf("settle_periodic_%d_%d", time.Now().UnixNano()%1e9, seq.Add(1))
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name) })
+	cfg.DBName, cfg.ParseTime, cfg.Loc = name, true, time.UTC
+	trial(t, func(t *testing.T, c clock.Clock) (sqlqueue.Dialect, sqlqueue.DB) {
+		db, err := mysql.Open(ctx, cfg.FormatDSN(), mysql.WithClock(c))
 		if err != nil {
 			t.Fatal(err)
 		}
