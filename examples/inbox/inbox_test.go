@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -72,11 +73,25 @@ func onPostgres(t *testing.T) database {
 }
 
 func onMariaDB(t *testing.T) database {
-	ctx := context.Background()
 	dsn := coretest.Env("SETTLE_TEST_MARIADB_URL", "root@tcp(127.0.0.1:3306)/test?parseTime=true")
+	return onMySQLFamily(t, dsn, "MariaDB", "SETTLE_TEST_MARIADB_URL")
+}
+
+// onMySQL runs on a MySQL 8 server named by SETTLE_TEST_MYSQL_URL, and skips without one (none
+// is installed in CI; not a failure under SETTLE_REQUIRE_SERVERS=1).
+func onMySQL(t *testing.T) database {
+	dsn := os.Getenv("SETTLE_TEST_MYSQL_URL")
+	if dsn == "" {
+		t.Skip("SETTLE_TEST_MYSQL_URL is not set: no MySQL 8 server to run on")
+	}
+	return onMySQLFamily(t, dsn, "MySQL", "SETTLE_TEST_MYSQL_URL")
+}
+
+func onMySQLFamily(t *testing.T, dsn, what, env string) database {
+	ctx := context.Background()
 	cfg, err := driver.ParseDSN(dsn)
 	if err != nil {
-		t.Fatalf("SETTLE_TEST_MARIADB_URL %q: %v", dsn, err)
+		t.Fatalf("%s %q: %v", env, dsn, err)
 	}
 	admin, err := sql.Open("mysql", dsn)
 	if err != nil {
@@ -84,7 +99,7 @@ func onMariaDB(t *testing.T) database {
 	}
 	if err := admin.PingContext(ctx); err != nil {
 		admin.Close()
-		coretest.ServerUnavailable(t, "MariaDB", cfg.Addr+" (SETTLE_TEST_MARIADB_URL)", err)
+		coretest.ServerUnavailable(t, what, cfg.Addr+" ("+env+")", err)
 	}
 	name := uniqueName("settle_inbox_")
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
@@ -106,7 +121,7 @@ func onMariaDB(t *testing.T) database {
 var databases = []struct {
 	name string
 	open func(t *testing.T) database
-}{{"sqlite", onSQLite}, {"postgres", onPostgres}, {"mariadb", onMariaDB}}
+}{{"sqlite", onSQLite}, {"postgres", onPostgres}, {"mariadb", onMariaDB}, {"mysql", onMySQL}}
 
 // lostAcks stands for a process that dies between the inbox's commit and the acknowledgement:
 // the first delivery of every message in lose has its effects committed, and then fails
