@@ -421,6 +421,20 @@ func runBroker(t *testing.T, on database, open func(app *core.App, log *slog.Log
 	if b.dupDelivered {
 		want, dups = want+1, dups+1
 	}
+	waitAcks(t, ctx, settled, ran, want)
+	checkOnce(t, s, rel)
+	if st := s.Inbox.Stats(); st.Recorded != payments || st.Duplicates != int64(dups) {
+		t.Errorf("inbox stats %+v, want %d recorded and %d duplicates", st, payments, dups)
+	}
+	cancel()
+	if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// waitAcks waits for want successful acknowledgements.
+func waitAcks(t *testing.T, ctx context.Context, settled <-chan core.Settlement, ran <-chan error, want int) {
+	t.Helper()
 	for n := 0; n < want; {
 		select {
 		case st := <-settled:
@@ -432,13 +446,5 @@ func runBroker(t *testing.T, on database, open func(app *core.App, log *slog.Log
 		case <-ctx.Done():
 			t.Fatalf("%d acknowledgements of %d", n, want)
 		}
-	}
-	checkOnce(t, s, rel)
-	if st := s.Inbox.Stats(); st.Recorded != payments || st.Duplicates != int64(dups) {
-		t.Errorf("inbox stats %+v, want %d recorded and %d duplicates", st, payments, dups)
-	}
-	cancel()
-	if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
-		t.Errorf("Run: %v", err)
 	}
 }

@@ -189,7 +189,13 @@ func trial(t *testing.T, open database) {
 		t.Fatal(err)
 	}
 
-	got := broker.Messages("beats")
+	checkTicks(t, ctx, db, start, broker.Messages("beats"))
+}
+
+// checkTicks: the tick table holds each of the 60 ticks once, and the target received each
+// tick's message once, in order.
+func checkTicks(t *testing.T, ctx context.Context, db sqlqueue.DB, start time.Time, got []coretest.Stored) {
+	t.Helper()
 	rows, err := db.Query(ctx, "SELECT tick FROM ticks WHERE schedule = 'beat' ORDER BY tick")
 	if err != nil {
 		t.Fatal(err)

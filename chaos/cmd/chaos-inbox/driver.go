@@ -210,10 +210,13 @@ func check(ctx context.Context, path string, n int) (rows, once, lost, twice int
 			twice++
 		}
 	}
-	if len(seen) != once+twice {
-		err = fmt.Errorf("the side table holds %d ids that were never published", len(seen)-once-twice)
+	if err := r.Err(); err != nil {
+		return rows, once, lost, twice, err
 	}
-	return rows, once, lost, twice, r.Err()
+	if len(seen) != once+twice {
+		return rows, once, lost, twice, fmt.Errorf("the side table holds %d ids that were never published", len(seen)-once-twice)
+	}
+	return rows, once, lost, twice, nil
 }
 
 // trialRun is one trial's worker, queue and counts.
