@@ -38,32 +38,38 @@ type publisher struct {
 	opening chan struct{} // a one-slot lock around Target.Sender that a waiting context can leave
 }
 
-// PublisherOption configures a Publisher.
-type PublisherOption func(*publisher) error
+// PublisherOption configures a Publisher: PublishCodec, PublishPropagator.
+type PublisherOption interface {
+	applyPublisher(*publisher) error
+}
+
+type publisherOptionFunc func(*publisher) error
+
+func (f publisherOptionFunc) applyPublisher(p *publisher) error { return f(p) }
 
 // PublishCodec encodes the publisher's payloads with c (default JSON); its content type goes
 // with every message.
 func PublishCodec(c Codec) PublisherOption {
-	return func(p *publisher) error {
+	return publisherOptionFunc(func(p *publisher) error {
 		if c == nil {
 			return errors.New("core.PublishCodec(nil): no codec")
 		}
 		p.codec = c
 		return nil
-	}
+	})
 }
 
 // PublishPropagator injects the publishing context's trace context into every message's headers
 // with pp (default: the Propagator the context carries, see WithPropagator and
 // ContextWithPropagator).
 func PublishPropagator(pp Propagator) PublisherOption {
-	return func(p *publisher) error {
+	return publisherOptionFunc(func(p *publisher) error {
 		if pp == nil {
 			return errors.New("core.PublishPropagator(nil): no propagator")
 		}
 		p.prop = pp
 		return nil
-	}
+	})
 }
 
 // NewPublisher returns a Publisher of T to target. It only validates its arguments: the target's
@@ -78,7 +84,7 @@ func NewPublisher[T any](target Target, opts ...PublisherOption) (*Publisher[T],
 		if o == nil {
 			return nil, fmt.Errorf("core.NewPublisher to %q: option %d is nil", target.Queue(), i)
 		}
-		if err := o(p); err != nil {
+		if err := o.applyPublisher(p); err != nil {
 			return nil, fmt.Errorf("core.NewPublisher to %q: %w", target.Queue(), err)
 		}
 	}

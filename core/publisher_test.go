@@ -268,8 +268,15 @@ func TestPublishBatch(t *testing.T) {
 	if rs, err := pub.PublishBatch(ctx, nil); rs != nil || err != nil {
 		t.Fatalf("empty batch: %v, %v", rs, err)
 	}
-	// Nothing could be tried: every draft refused, the sender not opened, the context done.
-	rs, err = pub.PublishBatch(ctx, []core.Draft[Refund]{{Options: []core.PublishOption{core.MessageID("")}}})
+}
+
+// When no draft could be tried (every draft refused, the sender not opened, the context done),
+// PublishBatch returns an error and every receipt carries one.
+func TestPublishBatchNothingTried(t *testing.T) {
+	tgt, _ := newTarget("refunds")
+	pub, _ := core.NewPublisher[Refund](tgt)
+	ctx := context.Background()
+	rs, err := pub.PublishBatch(ctx, []core.Draft[Refund]{{Options: []core.PublishOption{core.MessageID("")}}})
 	if err == nil || len(rs) != 1 || rs[0].Err == nil {
 		t.Fatalf("every draft refused: %v, %v", rs, err)
 	}

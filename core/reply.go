@@ -11,7 +11,8 @@ import (
 )
 
 // Replier is a publisher a handler replies through: a *Publisher[T], declared on the
-// subscription with Replies.
+// subscription with Replies. Only core's Publisher implements it; a backend or a description of
+// the service reads a subscription's declared replies from Options.Replies.
 type Replier interface {
 	// Target is where the replies go.
 	Target() Target
@@ -69,6 +70,10 @@ type Reply struct {
 // handler declared (Replies); the replies to the targets it settles arrive in the ack's
 // Verdict.Replies, and the Finisher publishes them with the ack. Core publishes the replies to
 // every other target itself, confirmed, before it calls Finish with the ack.
+//
+// The Finisher honours a reply's options as the target's Sender would (its own ones read with
+// Ext, Unread's error for the rest); a reply it cannot write fails the settlement, and the
+// message returns as an abandoned one would, its replies unpublished.
 type ReplySettler interface {
 	// SettlesReplies reports whether the Finisher publishes replies to t with its
 	// acknowledgements.
@@ -90,18 +95,18 @@ func (e *ReplyError) Error() string {
 func (e *ReplyError) Unwrap() error { return e.Err }
 
 // ReplyID is the message id of the n-th reply (from 0) a handler of sub produces for delivery d
-// when the reply is given no MessageID: 32 hex digits of a SHA-256 over the subscription's name
-// and queue, the delivery's id and n. A redelivered message has the same id, so its replies get
+// when the reply is given no MessageID: the first 32 hex digits of the SHA-256 of the
+// subscription's queue, its name, the delivery's id and n in decimal, each followed by a zero byte. A redelivered message has the same id, so its replies get
 // the same ids again and a consumer's inbox or a DedupKey-free dedup by id drops the duplicates.
 // (Renaming a subscription changes the ids of its replies.)
 func ReplyID(sub Subscription, d Delivery, n int) string {
-	h := sha256.New()
-	for _, s := range [...]string{sub.Queue, sub.Name, d.ID(), strconv.Itoa(n)} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+	var buf [160]byte // on the stack for the usual lengths
+	b := append(buf[:0], sub.Queue...)
+	b = append(append(b, 0), sub.Name...)
+	b = append(append(b, 0), d.ID()...)
+	b = strconv.AppendInt(append(b, 0), int64(n), 10)
+	sum := sha256.Sum256(append(b, 0))
+	return hex.EncodeToString(sum[:16])
 }
 
 // Reply adds v to the replies of the delivery whose handler ctx belongs to; it is published,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -350,3 +351,71 @@ func (d fakeDelivery) ID() string                 { return string(d) }
 func (d fakeDelivery) Attempt() int               { return 1 }
 func (d fakeDelivery) Body() []byte               { return nil }
 func (d fakeDelivery) Headers() map[string]string { return nil }
+
+// Replies of concurrent handlers go to their own deliveries, on both paths.
+func TestRepliesWithConcurrentWorkers(t *testing.T) {
+	s := newReplySetup(t)
+	h := s.h
+	coretest.Subscribe(h, "refunds", s.replyBoth, core.Replies(s.payouts, s.ledger), core.Workers(4))
+	h.Start()
+	const total = 50
+	for i := range total {
+		h.Publish("refunds", Refund{ID: "r-" + strconv.Itoa(i)})
+	}
+	h.WaitSettled(total)
+	payouts := map[string]bool{}
+	for _, m := range h.Broker.Messages("payouts") {
+		payouts[m.ID] = true
+	}
+	ledger := map[string]bool{}
+	for _, m := range s.tgt.messages() {
+		ledger[m.ID] = true
+		if string(m.Body) != `{"refund":"`+m.CorrelationID+`","cents":100}` {
+			t.Errorf("ledger reply %s for %s", m.Body, m.CorrelationID)
+		}
+	}
+	if len(payouts) != total || len(ledger) != total {
+		t.Fatalf("%d payouts and %d ledger replies with distinct ids, want %d each", len(payouts), len(ledger), total)
+	}
+}
+
+// BenchmarkDispatchWithReply is BenchmarkDispatch's raw single-worker case with one reply per
+// message to a queue of the same in-memory broker (published with the ack): what declaring and
+// producing a reply adds per message.
+func BenchmarkDispatchWithReply(b *testing.B) {
+	clk := clock.NewVirtual(coretest.Epoch)
+	queues := coretest.NewBroker(clk, nil)
+	app := core.New(core.WithClock(clk), core.WithoutSignals(), core.WithLogger(slog.New(slog.DiscardHandler)))
+	app.Register(queues)
+	replies, err := core.NewPublisher[[]byte](queues.Queue("out"), core.PublishCodec(core.Raw))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var done atomic.Int64
+	finished := make(chan struct{})
+	target := int64(b.N)
+	err = core.Subscribe(app, queues.Queue("q"), func(ctx context.Context, m *core.Message[[]byte]) error {
+		if err := replies.Reply(ctx, m.Payload); err != nil {
+			return err
+		}
+		if done.Add(1) == target {
+			close(finished)
+		}
+		return nil
+	}, core.WithCodec(core.Raw), core.Replies(replies))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		queues.Publish("q", []byte("r-1"), nil)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	go func() { ran <- app.Run(ctx) }()
+	<-finished
+	b.StopTimer()
+	stop()
+	<-ran
+}
