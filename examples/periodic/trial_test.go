@@ -190,6 +190,13 @@ func trial(t *testing.T, open database) {
 	}
 
 	checkTicks(t, ctx, db, start, broker.Messages("beats"))
+	claims, err := periodic.NewSQLClaims(d, db, "ticks", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := claims.PruneTicks(ctx, start.Add(30*time.Second)); err != nil || n != 29 {
+		t.Errorf("PruneTicks before the 30th tick: %d rows, %v; want 29", n, err)
+	}
 }
 
 // checkTicks: the tick table holds each of the 60 ticks once, and the target received each
