@@ -40,9 +40,11 @@ type driver struct {
 func (d *driver) close() {
 	if d.rabbit != nil {
 		d.rabbit.Close()
+		d.rabbit = nil
 	}
 	if d.nats != nil {
 		d.nats.Close()
+		d.nats = nil
 	}
 	if d.groups != nil {
 		d.groups.KillAll()

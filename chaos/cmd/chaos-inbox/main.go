@@ -62,6 +62,7 @@ func main() {
 		failed = failed || !r.ok()
 	}
 	if failed {
+		d.close() // os.Exit skips the deferred calls
 		os.Exit(1)
 	}
 }
