@@ -37,7 +37,7 @@
 // Plugin.Events is the mount option that hands a subscription's events to it:
 //
 //	p, err := eventplugin.Load(ctx, "bin/audit", eventplugin.Args("-max-delay", "1m"),
-//		eventplugin.Logger(logger), eventplugin.Clock(app.Clock()))
+//		eventplugin.WithLogger(logger), eventplugin.WithClock(app.Clock()))
 //	…
 //	defer p.Close()
 //	err = core.Subscribe(app, ep, handle, core.DeadLetterAfter(5, "refunds_dead"),

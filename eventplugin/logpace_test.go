@@ -22,7 +22,7 @@ func TestCrashingPluginLogsAtTheEnginesPace(t *testing.T) {
 	t.Parallel()
 	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	logs := &coretest.Logs{}
-	p, err := loadHelper(t, "ok", Clock(vc), RestartBackoff(time.Second, time.Second), Logger(slog.New(logs)))
+	p, err := loadHelper(t, "ok", WithClock(vc), RestartBackoff(time.Second, time.Second), WithLogger(slog.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
