@@ -1,0 +1,86 @@
+package redisq
+
+import (
+	"maps"
+
+	"github.com/settlehq/settle/core"
+)
+
+// BodyField is the stream entry field that holds a message's payload. Every other field of the
+// entry is a header.
+const BodyField = "body"
+
+// Delivery is one stream entry as a subscription claimed it. A handler reaches it with a type
+// assertion on core.Message.Delivery() for what core.Delivery does not say.
+type Delivery struct {
+	id      string
+	body    []byte
+	headers map[string]string
+	count   int // the pending list's delivery count at the claim: the fencing token
+	attempt int
+	claimed bool // taken by XAUTOCLAIM: an earlier delivery ended without a settlement
+	src     *source
+
+	// The lease list of the source: deliveries read and not yet settled, extended while held.
+	// Guarded by the source's lease mutex.
+	prev, next *Delivery
+	listed     bool
+}
+
+var (
+	_ core.Delivery = (*Delivery)(nil)
+	_ core.Suspect  = (*Delivery)(nil)
+)
+
+// ID is the stream entry id ("1733312345678-0").
+func (d *Delivery) ID() string { return d.id }
+
+// Attempt is the number of this delivery: the attempts spent on earlier entries of the message
+// (settle-retry-count, written on the copy a retry or a delay adds) plus the pending list's
+// delivery count of this entry (1 when first read, raised by every claim after a lease ran out).
+func (d *Delivery) Attempt() int { return d.attempt }
+
+// Body is the entry's "body" field; nil when it has none.
+func (d *Delivery) Body() []byte { return d.body }
+
+// Headers returns the entry's other fields, nil when it has none. The map is the caller's.
+func (d *Delivery) Headers() map[string]string {
+	if d.headers == nil {
+		return nil
+	}
+	return maps.Clone(d.headers)
+}
+
+// DeliveryCount is the pending list's delivery count of the entry at this claim.
+func (d *Delivery) DeliveryCount() int { return d.count }
+
+// Suspect reports whether the entry was taken back from an earlier delivery that never settled
+// it (its lease ran out, or it was given back at shutdown): core runs it alone.
+func (d *Delivery) Suspect() bool { return d.claimed }
+
+// newDelivery builds a delivery from an entry's fields, as go-redis or a script returned them.
+func newDelivery(src *source, id string, fields []string, count int, claimed bool) *Delivery {
+	d := &Delivery{id: id, count: count, claimed: claimed, src: src}
+	base := 0
+	for i := 0; i+1 < len(fields); i += 2 {
+		name, value := fields[i], fields[i+1]
+		if name == BodyField {
+			d.body = []byte(value)
+			continue
+		}
+		if d.headers == nil {
+			d.headers = make(map[string]string, len(fields)/2)
+		}
+		d.headers[name] = value
+		if name == core.HeaderRetryCount {
+			n, err := core.ParseCount(value)
+			if err != nil {
+				src.log.Warn("redis: malformed attempt count on a stream entry; read as "+itoa(n),
+					"stream", src.cfg.stream, "message_id", id, "error", err)
+			}
+			base = n
+		}
+	}
+	d.attempt = min(base+count, core.MaxCount)
+	return d
+}
