@@ -16,6 +16,13 @@ import (
 // realURL is the Redis server the tests run against.
 var realURL = coretest.Env("SETTLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
+func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		os.Exit(crashChild())
+	}
+	os.Exit(m.Run())
+}
+
 // realServer returns the real server's URL, or skips (fails under SETTLE_REQUIRE_SERVERS=1)
 // when it cannot be reached.
 func realServer(t testing.TB) string {
