@@ -12,6 +12,12 @@
 //	        ▲                                                        │
 //	        └──── Finisher.Finish(ctx, delivery, Verdict) ◄── Resolve (cap ⇒ DeadLetter)
 //
+// Publishing is the same on every backend too: NewPublisher takes a backend's Target, and
+// Publish, PublishBatch and the publish options (MessageID, Headers, CorrelationID, OrderingKey,
+// DedupKey, Delay, NotBefore, Priority) mean the same everywhere; a backend that cannot honour an
+// option refuses it with an *UnsupportedError. A handler declared with Replies produces messages
+// with Reply that are published only when its delivery is acknowledged.
+//
 // The subpackages hold the parts every backend shares: clock (real and virtual time), coretest
 // (an in-memory backend and a test harness on virtual time) and transporttest (the conformance
 // suite every backend runs).

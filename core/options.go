@@ -30,6 +30,8 @@ type Options struct {
 	Middleware []Middleware
 	// Observers are told of this subscription's settlements, before the App's observers.
 	Observers []Observer
+	// Replies are the publishers the handler replies through (see Replies).
+	Replies []Replier
 
 	ext map[any]*extValue
 }

@@ -27,7 +27,8 @@ type subscription struct {
 	inflight  sync.WaitGroup // handed to a worker, not yet settled
 	closeOnce sync.Once
 
-	holdsDelays bool // the finisher keeps RetryAfter delays durably (DelayHolder)
+	holdsDelays bool         // the finisher keeps RetryAfter delays durably (DelayHolder)
+	replies     []replyRoute // the publishers declared with Replies; nil for none
 	running     atomic.Bool
 	settledAt   atomic.Int64 // unix nanoseconds of the last durable settlement, on the App's clock
 	lastErr     atomic.Pointer[failure]
@@ -64,6 +65,9 @@ func (s *subscription) open(ctx context.Context, a *App) error {
 	s.settled = s.onSettled
 	if dh, ok := fin.(DelayHolder); ok {
 		s.holdsDelays = dh.HoldsDelays()
+	}
+	if len(s.opts.Replies) > 0 {
+		s.openReplies()
 	}
 	for _, p := range []Policy{s.opts.OnError, s.opts.OnPanic, s.opts.OnDecodeError} {
 		if p.kind == policyBackoff && !s.holdsDelays {
@@ -227,6 +231,11 @@ func (s *subscription) process(ctx context.Context, d Delivery) {
 		})
 		stopTimeout = func() { overran.Stop(); cancel() }
 	}
+	var rb *replyBuffer
+	if len(s.replies) > 0 {
+		rb = &replyBuffer{s: s, d: d}
+		hctx = context.WithValue(hctx, replyKey{}, rb)
+	}
 	if dc, ok := d.(DeliveryContext); ok {
 		hctx = dc.HandlerContext(hctx)
 	}
@@ -235,6 +244,9 @@ func (s *subscription) process(ctx context.Context, d Delivery) {
 		stopTimeout() // the handler has returned: it cannot overrun any more
 	}
 	v := s.verdict(ctx, d, err)
+	if rb != nil {
+		v = s.withReplies(ctx, d, rb, v)
+	}
 	s.fin.Finish(ctx, d, v, s.settled)
 }
 
@@ -284,6 +296,11 @@ func (s *subscription) verdict(ctx context.Context, d Delivery, err error) Verdi
 				"message_id", d.ID(), "attempt", d.Attempt(), "error", err, "policy", v.String())
 		}
 	}
+	return s.resolve(d, v)
+}
+
+// resolve applies the cap to v (Resolve), logging a move to the dead letter.
+func (s *subscription) resolve(d Delivery, v Verdict) Verdict {
 	r := Resolve(v, d.Attempt(), s.opts.Cap, s.opts.DeadLetterTo)
 	if r.Action == ActDeadLetter {
 		s.info.Logger.Warn("settle: moving message to dead letter",

@@ -54,6 +54,9 @@ type Verdict struct {
 	Dest string
 	// Cause is the error the handler returned, if any; for logs.
 	Cause error
+	// Replies are set on an ActAck for a Finisher that is a ReplySettler: the replies the
+	// handler produced to the targets it settles, to publish atomically with the ack, in order.
+	Replies []Reply
 }
 
 func (v Verdict) String() string {

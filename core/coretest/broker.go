@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,9 @@ import (
 // attempt raised; a retry-after holds the copy in core.InProcessDelay on the broker's clock; a
 // dead letter lands in the named queue with the attempt it was last delivered with; an abandoned
 // delivery goes back to the head with its attempt unchanged.
+//
+// Its queues are core.Targets too, honouring every publish option (see Queue), and its
+// Finisher publishes replies to its own queues atomically with the ack (core.ReplySettler).
 type Broker struct {
 	clock  clock.Clock
 	delays *core.InProcessDelay
@@ -39,12 +43,22 @@ type Stored struct {
 	Attempt int
 	// EnqueuedAt is when Publish enqueued it, on the broker's clock; copies keep it.
 	EnqueuedAt time.Time
+	// ContentType, CorrelationID, OrderingKey, DedupKey, Priority and NotBefore are what the
+	// message was published with through core's publish API (see Queue); copies keep them.
+	ContentType   string
+	CorrelationID string
+	OrderingKey   string
+	DedupKey      string
+	Priority      int
+	NotBefore     time.Time
 }
 
 type memQueue struct {
-	ready   []*Stored
+	ready   []*Stored // by priority, highest first; in order of arrival within one
 	unacked int
-	wake    chan struct{} // closed and replaced when a message is pushed
+	wake    chan struct{}           // closed and replaced when a message is pushed
+	held    map[*Stored]clock.Timer // published with a NotBefore still to come
+	pending map[string]string       // dedup key → id of the pending message that holds it
 }
 
 // NewBroker returns an empty in-memory broker on c that logs its in-process delays to log.
@@ -67,12 +81,25 @@ func (b *Broker) queue(name string) *memQueue {
 func (b *Broker) push(name string, m *Stored, head bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.pushLocked(name, m, head)
+}
+
+// pushLocked makes m ready on the named queue: behind the messages of its priority or above, or,
+// for head (an abandoned delivery), in front of those of its priority or below. b.mu is held.
+func (b *Broker) pushLocked(name string, m *Stored, head bool) {
 	q := b.queue(name)
+	i := len(q.ready)
 	if head {
-		q.ready = append([]*Stored{m}, q.ready...)
+		i = 0
+		for i < len(q.ready) && q.ready[i].Priority > m.Priority {
+			i++
+		}
 	} else {
-		q.ready = append(q.ready, m)
+		for i > 0 && q.ready[i-1].Priority < m.Priority {
+			i--
+		}
 	}
+	q.ready = slices.Insert(q.ready, i, m)
 	close(q.wake)
 	q.wake = make(chan struct{})
 }
@@ -107,11 +134,17 @@ func (b *Broker) snapshot(queue string, take bool) []Stored {
 	return out
 }
 
-// Drain removes and returns the ready messages of a queue.
+// Drain removes and returns the ready messages of a queue (their dedup keys are free again).
 func (b *Broker) Drain(queue string) []Stored {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.snapshot(queue, true)
+	out := b.snapshot(queue, true)
+	if q := b.queues[queue]; q != nil {
+		for i := range out {
+			q.release(&out[i])
+		}
+	}
+	return out
 }
 
 // Unacked returns how many messages of a queue are handed out and not yet settled.
@@ -127,26 +160,47 @@ func (b *Broker) Unacked(queue string) int {
 // Delayed returns how many delayed copies wait in the process.
 func (b *Broker) Delayed() int { return b.delays.Pending() }
 
-// Close drops the delayed copies (they are in-process: at-most-once) and closes the broker.
+// Close drops the delayed copies and the messages held for a NotBefore (they are in-process:
+// at-most-once) and closes the broker.
 func (b *Broker) Close() error {
 	b.delays.Close()
 	b.mu.Lock()
 	b.closed = true
+	for _, q := range b.queues {
+		for m, t := range q.held {
+			t.Stop()
+			delete(q.held, m)
+		}
+	}
 	b.mu.Unlock()
 	return nil
 }
 
-// Queue returns an endpoint for the named queue.
-func (b *Broker) Queue(name string) core.Endpoint { return &endpoint{b: b, name: name} }
+// Queue returns the named queue as an endpoint to subscribe to and a target to publish to
+// (core.NewPublisher). Publishing honours every option of core: MessageID (else the broker
+// numbers messages), Headers, CorrelationID and OrderingKey (carried to the delivery: core.Keyed,
+// core.Correlated), NotBefore and Delay (held on the broker's clock, in the process), DedupKey
+// (a key is pending from its publish until its message is acknowledged, dropped,
+// dead-lettered or drained) and Priority (the ready backlog is ordered by priority, highest
+// first, in publish order within one).
+func (b *Broker) Queue(name string) *Endpoint { return &Endpoint{b: b, name: name} }
 
-type endpoint struct {
+// Endpoint is one queue of a Broker: a core.Endpoint and a core.Target.
+type Endpoint struct {
 	b    *Broker
 	name string
 }
 
-func (e *endpoint) Queue() string { return e.name }
+var (
+	_ core.Endpoint = (*Endpoint)(nil)
+	_ core.Target   = (*Endpoint)(nil)
+)
 
-func (e *endpoint) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
+// Queue names the queue.
+func (e *Endpoint) Queue() string { return e.name }
+
+// Open opens a subscription to the queue (core.Endpoint).
+func (e *Endpoint) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
 	e.b.mu.Lock()
 	defer e.b.mu.Unlock()
 	if e.b.closed {
@@ -161,6 +215,12 @@ type delivery struct {
 	queue string
 }
 
+// The in-memory delivery carries what its message was published with.
+var (
+	_ core.Keyed      = (*delivery)(nil)
+	_ core.Correlated = (*delivery)(nil)
+)
+
 func (d *delivery) ID() string                 { return d.m.ID }
 func (d *delivery) Attempt() int               { return d.m.Attempt }
 func (d *delivery) Body() []byte               { return d.m.Body }
@@ -172,7 +232,13 @@ func (d *delivery) EnqueuedAt() (time.Time, bool) { return d.m.EnqueuedAt, !d.m.
 // MessagingSystem names the in-memory broker (core.MessagingSystem).
 func (d *delivery) MessagingSystem() string { return "memory" }
 
-type source struct{ e *endpoint }
+// OrderingKey is the message's ordering key (core.Keyed).
+func (d *delivery) OrderingKey() string { return d.m.OrderingKey }
+
+// CorrelationID is the message's correlation id (core.Correlated).
+func (d *delivery) CorrelationID() string { return d.m.CorrelationID }
+
+type source struct{ e *Endpoint }
 
 func (s *source) Next(ctx context.Context) (core.Delivery, error) {
 	b := s.e.b
@@ -199,7 +265,14 @@ func (s *source) Next(ctx context.Context) (core.Delivery, error) {
 
 func (s *source) Close() error { return nil }
 
-type finisher struct{ e *endpoint }
+type finisher struct{ e *Endpoint }
+
+// SettlesReplies reports whether t is a queue of the same broker: the replies to it are
+// published with the acknowledgement, under one lock (core.ReplySettler).
+func (f *finisher) SettlesReplies(t core.Target) bool {
+	e, ok := t.(*Endpoint)
+	return ok && e.b == f.e.b
+}
 
 func (f *finisher) Finish(ctx context.Context, d core.Delivery, v core.Verdict, settled core.Settled) {
 	md := d.(*delivery)
@@ -209,25 +282,52 @@ func (f *finisher) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		c.Attempt++
 		return &c
 	}
-	switch v.Action {
-	case core.ActRetry:
-		b.push(md.queue, next(), false)
-	case core.ActRetryAfter:
+	if v.Action == core.ActRetryAfter {
 		c := next()
 		b.delays.Schedule(md.queue, d, v.Delay, func() { b.push(md.queue, c, false) })
+	}
+	var err error
+	b.mu.Lock()
+	q := b.queue(md.queue)
+	switch v.Action {
+	case core.ActAck:
+		if err = f.replies(v.Replies); err != nil {
+			b.pushLocked(md.queue, md.m, true) // not acknowledged: it comes back, as an abandoned one
+			break
+		}
+		q.release(md.m)
+	case core.ActDrop:
+		q.release(md.m)
+	case core.ActRetry:
+		b.pushLocked(md.queue, next(), false)
 	case core.ActDeadLetter:
+		q.release(md.m)
 		c := *md.m
+		c.DedupKey = ""
 		c.Headers = maps.Clone(c.Headers)
 		if c.Headers == nil {
 			c.Headers = make(map[string]string, 4)
 		}
 		core.NewDeadLetterInfo(d, v, md.queue, b.clock.Now()).AddTo(c.Headers)
-		b.push(v.Dest, &c, false)
+		b.pushLocked(v.Dest, &c, false)
 	case core.ActAbandon:
-		b.push(md.queue, md.m, true)
+		b.pushLocked(md.queue, md.m, true)
 	}
-	b.mu.Lock()
-	b.queue(md.queue).unacked--
+	q.unacked--
 	b.mu.Unlock()
-	settled(d, v, nil)
+	settled(d, v, err)
+}
+
+// replies publishes an ack's replies with it; b.mu is held. A reply to another broker's queue
+// (SettlesReplies said no) refuses the whole ack before anything is published.
+func (f *finisher) replies(rs []core.Reply) error {
+	for _, r := range rs {
+		if !f.SettlesReplies(r.Target) {
+			return fmt.Errorf("in-memory queue %q: reply %s to %q: not a queue of this broker", f.e.name, r.Message.ID, r.Target.Queue())
+		}
+	}
+	for _, r := range rs {
+		f.e.b.enqueueLocked(r.Target.(*Endpoint).name, r.Message)
+	}
+	return nil
 }

@@ -31,14 +31,22 @@ func logger(t *testing.T) *slog.Logger {
 // start runs one App with handler on the logical queue "work".
 func start[T any](t *testing.T, env Env, h core.Handler[T], shutdown time.Duration, opts ...core.Option) *app {
 	t.Helper()
+	return startApp(t, env, shutdown, func(a *core.App) {
+		if err := core.Subscribe(a, env.Backend.Endpoint("work"), h, opts...); err != nil {
+			t.Fatalf("Subscribe: %v", err)
+		}
+	})
+}
+
+// startApp runs one App whose subscriptions mount makes, once the backend is registered.
+func startApp(t *testing.T, env Env, shutdown time.Duration, mount func(a *core.App)) *app {
+	t.Helper()
 	rec := coretest.NewRecorder(t)
 	leaks := env.LeakCheck.Check(t)
 	a := core.New(core.WithClock(env.Clock), core.WithLogger(logger(t)), core.WithoutSignals(),
 		core.WithObserver(rec.Observe), core.WithShutdownTimeout(shutdown))
 	env.Backend.Register(a)
-	if err := core.Subscribe(a, env.Backend.Endpoint("work"), h, opts...); err != nil {
-		t.Fatalf("Subscribe: %v", err)
-	}
+	mount(a)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()

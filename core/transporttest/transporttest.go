@@ -4,6 +4,12 @@
 // dialects (through sqlqueuetest.RunTransport, for every claim form) call Run with a factory of
 // fresh, isolated environments; Features says what a backend does
 // differently, and the cases adapt or skip accordingly (Watermill's pubsub/tests is the model).
+//
+// The "Publishing" section proves core's publish API on the backend (options round-trip to the
+// handler, not-before, dedup under concurrent publishers, priority, refusals, batches, reply
+// handlers). It runs for a Backend that implements Targeter, and each case that depends on a
+// capability runs as Features.Publish declares it: a capability left Undeclared skips its case
+// with a message naming it, so a backend that has not declared its publishing yet still passes.
 package transporttest
 
 import (
@@ -26,6 +32,67 @@ type Features struct {
 	// reaches the cap. Backends that count only settled attempts (a classic queue's copies, the
 	// in-memory queue) skip the case that proves it.
 	CountsAtTake bool
+	// Publish declares the backend's publishing capabilities, for the Publishing section.
+	Publish PublishFeatures
+}
+
+// Capability is what a backend declares about one publishing capability. The zero value,
+// Undeclared, declares nothing: the cases that need the capability skip, naming it.
+type Capability uint8
+
+const (
+	// Undeclared: the backend has not said; the cases that need the capability skip.
+	Undeclared Capability = iota
+	// Supported: the backend honours the option; the suite proves it.
+	Supported
+	// Refused: the backend cannot honour the option and refuses it with an error matching
+	// core.ErrUnsupported (naming the option); the suite proves the refusal.
+	Refused
+)
+
+func (c Capability) String() string {
+	switch c {
+	case Supported:
+		return "Supported"
+	case Refused:
+		return "Refused"
+	}
+	return "Undeclared"
+}
+
+// PublishFeatures are a backend's publishing capabilities: one per option of core's publish API
+// whose support differs between backends, and reply handlers.
+type PublishFeatures struct {
+	// MessageID: a message published with core.MessageID is delivered with that Delivery.ID().
+	MessageID Capability
+	// Headers: the headers given with core.Headers reach the handler (Message.Headers).
+	Headers Capability
+	// CorrelationID: core.CorrelationID reaches the handler (core.CorrelationIDOf).
+	CorrelationID Capability
+	// OrderingKey: core.OrderingKey reaches the handler (core.OrderingKeyOf).
+	OrderingKey Capability
+	// NotBefore: core.Delay and core.NotBefore hold a message back, never delivering it early,
+	// on the backend's clock (the Env's clock).
+	NotBefore Capability
+	// Dedup: a second publish with a core.DedupKey still pending stores nothing and answers a
+	// Receipt.Duplicate, also under concurrent publishers.
+	Dedup Capability
+	// Priority: core.Priority orders a backlog, highest first and in publish order within one
+	// priority.
+	Priority Capability
+	// Replies: reply handlers (core.Replies) publish on ack only, with stable ids, to a Target of
+	// the backend.
+	Replies Capability
+}
+
+// Targeter is implemented by a Backend that publishes through core's publish API; the
+// Publishing section runs only for one.
+type Targeter interface {
+	// Target returns the core.Target of a logical queue, as the backend's users get it (the
+	// endpoint itself, where it is a Target). The suite calls it once the backend is
+	// registered with a running App's, or while mounting its subscriptions; publishing to it
+	// must then work whether or not a subscription of that App reads the queue.
+	Target(queue string) core.Target
 }
 
 // Message is a message as a queue holds it, read back through the backend.
@@ -82,11 +149,18 @@ type Factory func(t *testing.T) Env
 // Delay is the RetryAfter delay the suite uses on real time.
 var Delay = 300 * time.Millisecond
 
-// Run runs every case of the suite as a subtest of t.
+// Run runs every case of the suite as a subtest of t, the Publishing section last.
 func Run(t *testing.T, newEnv Factory) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(t, newEnv(t))
 		})
 	}
+	t.Run("Publishing", func(t *testing.T) {
+		for _, c := range publishing {
+			t.Run(c.name, func(t *testing.T) {
+				c.run(t, newEnv(t))
+			})
+		}
+	})
 }
