@@ -27,7 +27,10 @@ type backend struct {
 	client *redisq.Client
 }
 
-var _ transporttest.DeadLetterNamer = (*backend)(nil)
+var (
+	_ transporttest.DeadLetterNamer = (*backend)(nil)
+	_ transporttest.Targeter        = (*backend)(nil)
+)
 
 func newBackend(t testing.TB, url string, opts ...redisq.QueueOption) *backend {
 	prefix := uniquePrefix()
@@ -62,13 +65,11 @@ func (b *backend) Endpoint(queue string) core.Endpoint {
 	return q
 }
 
+// Target is the queue's endpoint, which is also its publish target.
+func (b *backend) Target(queue string) core.Target { return b.Endpoint(queue).(*redisq.Queue) }
+
 func (b *backend) Publish(ctx context.Context, queue string, body []byte, headers map[string]string) error {
-	c, err := redisq.Open(b.url)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_, err = redisq.Publish(ctx, c, b.key(queue), body, headers)
+	_, err := publishRaw(ctx, b.url, b.key(queue), body, headers)
 	return err
 }
 
@@ -125,6 +126,18 @@ func TestTransport(t *testing.T) {
 	url := realServer(t)
 	transporttest.Run(t, func(t *testing.T) transporttest.Env {
 		return transporttest.Env{Backend: newBackend(t, url), Clock: clock.Real(),
-			Features: transporttest.Features{CountsAtTake: true}}
+			Features: transporttest.Features{CountsAtTake: true, Publish: publishFeatures}}
 	})
+}
+
+// publishFeatures is what a stream does with core's publish options.
+var publishFeatures = transporttest.PublishFeatures{
+	MessageID:     transporttest.Supported,
+	Headers:       transporttest.Supported,
+	CorrelationID: transporttest.Supported,
+	OrderingKey:   transporttest.Supported,
+	NotBefore:     transporttest.Supported,
+	Dedup:         transporttest.Refused,
+	Priority:      transporttest.Refused,
+	Replies:       transporttest.Supported,
 }

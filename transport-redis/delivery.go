@@ -7,13 +7,27 @@ import (
 )
 
 // BodyField is the stream entry field that holds a message's payload. Every other field of the
-// entry is a header.
+// entry is a header, except the three below, which settle writes and reads itself.
 const BodyField = "body"
+
+// Entry fields that carry what core's publish options give a message; they are not headers.
+const (
+	// IDField is the message's id (core.MessageID, or the id of its first entry): it stays the
+	// message's Delivery.ID() across retries, delays and its dead letter, whose entries are new.
+	IDField = "settle-id"
+	// CorrelationField is the core.CorrelationID a message was published with.
+	CorrelationField = "settle-correlation-id"
+	// OrderingKeyField is the core.OrderingKey a message was published with.
+	OrderingKeyField = "settle-ordering-key"
+)
 
 // Delivery is one stream entry as a subscription claimed it. A handler reaches it with a type
 // assertion on core.Message.Delivery() for what core.Delivery does not say.
 type Delivery struct {
-	id      string
+	entry   string // the stream entry id
+	id      string // the message id: IDField, else the entry id
+	corrID  string
+	key     string
 	body    []byte
 	headers map[string]string
 	count   int // the pending list's delivery count at the claim: the fencing token
@@ -28,12 +42,25 @@ type Delivery struct {
 }
 
 var (
-	_ core.Delivery = (*Delivery)(nil)
-	_ core.Suspect  = (*Delivery)(nil)
+	_ core.Delivery   = (*Delivery)(nil)
+	_ core.Suspect    = (*Delivery)(nil)
+	_ core.Keyed      = (*Delivery)(nil)
+	_ core.Correlated = (*Delivery)(nil)
 )
 
-// ID is the stream entry id ("1733312345678-0").
+// ID is the message's id: the core.MessageID it was published with, otherwise the id of the
+// stream entry it was first added as ("1733312345678-0"). Copies (a retry, a delay, a dead
+// letter) carry it in their IDField.
 func (d *Delivery) ID() string { return d.id }
+
+// EntryID is the id of the stream entry this delivery is.
+func (d *Delivery) EntryID() string { return d.entry }
+
+// CorrelationID is the core.CorrelationID the message was published with, "" when none.
+func (d *Delivery) CorrelationID() string { return d.corrID }
+
+// OrderingKey is the core.OrderingKey the message was published with, "" when none.
+func (d *Delivery) OrderingKey() string { return d.key }
 
 // Attempt is the number of this delivery: the attempts spent on earlier entries of the message
 // (settle-retry-count, written on the copy a retry or a delay adds) plus the pending list's
@@ -59,13 +86,23 @@ func (d *Delivery) DeliveryCount() int { return d.count }
 func (d *Delivery) Suspect() bool { return d.claimed }
 
 // newDelivery builds a delivery from an entry's fields, as go-redis or a script returned them.
-func newDelivery(src *source, id string, fields []string, count int, claimed bool) *Delivery {
-	d := &Delivery{id: id, count: count, claimed: claimed, src: src}
+func newDelivery(src *source, entry string, fields []string, count int, claimed bool) *Delivery {
+	d := &Delivery{entry: entry, id: entry, count: count, claimed: claimed, src: src}
 	base := 0
 	for i := 0; i+1 < len(fields); i += 2 {
 		name, value := fields[i], fields[i+1]
-		if name == BodyField {
+		switch name {
+		case BodyField:
 			d.body = []byte(value)
+			continue
+		case IDField:
+			d.id = value
+			continue
+		case CorrelationField:
+			d.corrID = value
+			continue
+		case OrderingKeyField:
+			d.key = value
 			continue
 		}
 		if d.headers == nil {
@@ -76,7 +113,7 @@ func newDelivery(src *source, id string, fields []string, count int, claimed boo
 			n, err := core.ParseCount(value)
 			if err != nil {
 				src.log.Warn("redis: malformed attempt count on a stream entry; read as "+itoa(n),
-					"stream", src.cfg.stream, "message_id", id, "error", err)
+					"stream", src.cfg.stream, "message_id", entry, "error", err)
 			}
 			base = n
 		}

@@ -61,6 +61,13 @@
 // writes of the last moments before it, settlements included (an entry acknowledged there comes
 // back, at-least-once).
 //
+// # Publishing
+//
+// A Queue is also its stream's core.Target: core.NewPublisher publishes to it (XADD, a batch in
+// one pipeline; a delayed message to the delay set). Delivery.ID is the core.MessageID a message
+// was published with, or the id of its first entry, and stays the same on its copies (IDField).
+// core.DedupKey and core.Priority are refused with a *core.UnsupportedError.
+//
 // # Testing
 //
 // Package redistest starts redis-server binaries of its own for tests that restart or kill the

@@ -54,7 +54,7 @@ func (s *source) extend() {
 		pairs = pairs[:0]
 		s.leaseMu.Lock()
 		for d := s.head; d != nil; d = d.next {
-			pairs = append(pairs, d.id, d.count)
+			pairs = append(pairs, d.entry, d.count)
 		}
 		s.leaseMu.Unlock()
 		held, lost := len(pairs)/2, 0

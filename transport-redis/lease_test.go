@@ -21,7 +21,7 @@ func TestSettlementAfterReclaimIsFenced(t *testing.T) {
 	ctx := context.Background()
 	stolen := make(chan struct{})
 	a := run(t, url, stream, func(_ context.Context, m *core.Message[string]) error {
-		id := m.Delivery().ID()
+		id := m.Delivery().(*redisq.Delivery).EntryID()
 		if err := admin.XClaim(ctx, &redis.XClaimArgs{Stream: stream, Group: "settle", Consumer: "thief",
 			MinIdle: 0, Messages: []string{id}}).Err(); err != nil {
 			t.Errorf("XCLAIM by another consumer: %v", err)

@@ -66,20 +66,38 @@ func run[T any](t *testing.T, url, stream string, h core.Handler[T], qopts []red
 	return r
 }
 
+// publish adds body to stream through core's publish API and returns its receipt's id.
 func publish(t *testing.T, url, stream, body string, headers map[string]string) string {
 	t.Helper()
-	c, err := redisq.Open(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
 	defer cancel()
-	id, err := redisq.Publish(ctx, c, stream, []byte(body), headers)
+	id, err := publishRaw(ctx, url, stream, []byte(body), headers)
 	if err != nil {
 		t.Fatalf("publish to %s: %v", stream, err)
 	}
 	return id
+}
+
+func publishRaw(ctx context.Context, url, stream string, body []byte, headers map[string]string) (string, error) {
+	c, err := redisq.Open(url)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	q, err := redisq.NewQueue(c, stream)
+	if err != nil {
+		return "", err
+	}
+	pub, err := core.NewPublisher[[]byte](q, core.PublishCodec(core.Raw))
+	if err != nil {
+		return "", err
+	}
+	var opts []core.PublishOption
+	if len(headers) > 0 {
+		opts = append(opts, core.Headers(headers))
+	}
+	r, err := pub.Publish(ctx, body, opts...)
+	return r.ID, err
 }
 
 var raw = core.WithCodec(core.Raw)

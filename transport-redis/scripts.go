@@ -47,7 +47,8 @@ return 1
 `)
 
 // requeueScript adds a copy of the entry at the stream's end with settle-retry-count set to
-// ARGV[5] (the attempts spent), then removes the original: retry.
+// ARGV[5] (the attempts spent) and settle-id to ARGV[6] (the message id), then removes the
+// original: retry.
 var requeueScript = redis.NewScript(ownedLua + setFieldLua + `
 if not owned(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]) then return 0 end
 local e = redis.call('XRANGE', KEYS[1], ARGV[3], ARGV[3])
@@ -55,13 +56,14 @@ redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
 if #e == 0 then return 2 end
 local f = e[1][2]
 setfield(f, 'settle-retry-count', ARGV[5])
+setfield(f, 'settle-id', ARGV[6])
 redis.call('XADD', KEYS[1], '*', unpack(f))
 redis.call('XDEL', KEYS[1], ARGV[3])
 return 1
 `)
 
 // delayScript moves the entry into the delay set KEYS[2], due at ARGV[6] (unix milliseconds),
-// with settle-retry-count set to ARGV[5]: retry after a delay. The member is the MessagePack of
+// with settle-retry-count set to ARGV[5] and settle-id to ARGV[7]: retry after a delay. The member is the MessagePack of
 // the original id (which keeps members unique) followed by the fields.
 var delayScript = redis.NewScript(ownedLua + setFieldLua + `
 if not owned(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]) then return 0 end
@@ -70,6 +72,7 @@ redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
 if #e == 0 then return 2 end
 local f = e[1][2]
 setfield(f, 'settle-retry-count', ARGV[5])
+setfield(f, 'settle-id', ARGV[7])
 table.insert(f, 1, ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[6], cmsgpack.pack(f))
 redis.call('XDEL', KEYS[1], ARGV[3])
@@ -140,6 +143,16 @@ for _, m in ipairs(due) do
 end
 local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 return {#due, nxt[2] or false}
+`)
+
+// delayPublishScript adds a message to the delay set KEYS[1], due at ARGV[1] (unix
+// milliseconds): ARGV[2] is the member's unique token (the message id), ARGV[3], ARGV[4], ... the
+// entry's fields. moveScript adds it to the stream once due.
+var delayPublishScript = redis.NewScript(`
+local f = {}
+for i = 2, #ARGV do f[i - 1] = ARGV[i] end
+redis.call('ZADD', KEYS[1], ARGV[1], cmsgpack.pack(f))
+return 1
 `)
 
 // dropConsumerScript deletes the consumer ARGV[2] from the group when it holds no entry.

@@ -40,7 +40,7 @@ func (s *source) Finish(ctx context.Context, d core.Delivery, v core.Verdict, se
 	case core.ActAck, core.ActDrop:
 		r, err = s.settle(ctx, removeScript, del)
 	case core.ActRetry:
-		r, err = s.settle(ctx, requeueScript, del, del.attempt)
+		r, err = s.settle(ctx, requeueScript, del, del.attempt, del.id)
 	case core.ActRetryAfter:
 		due := s.clock.Now().Add(v.Delay).UnixMilli()
 		r, err = s.settleDelay(ctx, del, due)
@@ -58,20 +58,21 @@ func (s *source) Finish(ctx context.Context, d core.Delivery, v core.Verdict, se
 // settle runs one of the settling scripts on d's entry with its fencing token and extra args.
 func (s *source) settle(ctx context.Context, script *redis.Script, d *Delivery, extra ...any) (int, error) {
 	args := make([]any, 0, 4+len(extra))
-	args = append(args, s.cfg.group, s.consumer, d.id, d.count)
+	args = append(args, s.cfg.group, s.consumer, d.entry, d.count)
 	args = append(args, extra...)
 	n, err := script.Run(ctx, s.rdb, s.keys, args...).Int()
 	return n, err
 }
 
 func (s *source) settleDelay(ctx context.Context, d *Delivery, due int64) (int, error) {
-	return delayScript.Run(ctx, s.rdb, s.delayKey, s.cfg.group, s.consumer, d.id, d.count, d.attempt, due).Int()
+	return delayScript.Run(ctx, s.rdb, s.delayKey, s.cfg.group, s.consumer, d.entry, d.count, d.attempt, due, d.id).Int()
 }
 
 // deadLetter copies d's entry to the destination stream with the dead-letter headers.
 func (s *source) deadLetter(ctx context.Context, d *Delivery, v core.Verdict) (int, error) {
 	info := core.NewDeadLetterInfo(d, v, s.cfg.stream, s.clock.Now())
-	return deadLetterScript.Run(ctx, s.rdb, []string{s.cfg.stream, v.Dest}, s.cfg.group, s.consumer, d.id, d.count,
+	return deadLetterScript.Run(ctx, s.rdb, []string{s.cfg.stream, v.Dest}, s.cfg.group, s.consumer, d.entry, d.count,
+		IDField, d.id,
 		core.HeaderRetryCount, strconv.Itoa(info.Count),
 		core.HeaderOrigin, info.Origin,
 		core.HeaderDeadAt, info.At.UTC().Format(time.RFC3339Nano),
@@ -82,11 +83,11 @@ func (s *source) deadLetter(ctx context.Context, d *Delivery, v core.Verdict) (i
 func (s *source) result(d *Delivery, v core.Verdict, r int, err error) error {
 	switch {
 	case err != nil:
-		return fmt.Errorf("redisq: %s of stream %q entry %s at %s: %w", v.Action, s.cfg.stream, d.id, s.addr, err)
+		return fmt.Errorf("redisq: %s of stream %q entry %s at %s: %w", v.Action, s.cfg.stream, d.entry, s.addr, err)
 	case r == replyLost:
-		return fmt.Errorf("redisq: %s of stream %q entry %s (delivery %d): %w", v.Action, s.cfg.stream, d.id, d.count, ErrLeaseLost)
+		return fmt.Errorf("redisq: %s of stream %q entry %s (delivery %d): %w", v.Action, s.cfg.stream, d.entry, d.count, ErrLeaseLost)
 	case r == replyGone:
-		return fmt.Errorf("redisq: %s of stream %q entry %s: %w", v.Action, s.cfg.stream, d.id, ErrEntryGone)
+		return fmt.Errorf("redisq: %s of stream %q entry %s: %w", v.Action, s.cfg.stream, d.entry, ErrEntryGone)
 	}
 	return nil
 }

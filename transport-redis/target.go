@@ -1,0 +1,156 @@
+package redisq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+)
+
+var _ core.Target = (*Queue)(nil)
+
+// Sender returns the publishing side of the queue's stream (core.Target): core.NewPublisher
+// takes the Queue, and every Publish adds an entry.
+//
+// A message is one XADD: its body in BodyField, each header a field of its own, core.MessageID
+// in IDField, core.CorrelationID in CorrelationField, core.OrderingKey in OrderingKeyField (it
+// reaches the handler; subscriptions do not order by it yet). A message with core.Delay or
+// core.NotBefore goes to the stream's delay set instead, due on the Client's clock (WithClock),
+// and a subscription moves it to the stream once due. A batch is one pipeline. The Receipt's ID
+// is the core.MessageID given, or the new entry's id; a delayed message without one gets a
+// random id, in IDField. A publish is reported done once Redis has applied it (durable as far as
+// the server's persistence goes).
+//
+// Refused with a *core.UnsupportedError: core.DedupKey and core.Priority (a stream is one FIFO
+// log and settle keeps no dedup index for it yet), a header named "body", and options of other
+// backends.
+func (q *Queue) Sender(ctx context.Context) (core.Sender, error) {
+	rdb, err := q.c.client()
+	if err != nil {
+		return nil, err
+	}
+	if err := delayPublishScript.Load(ctx, rdb).Err(); err != nil {
+		return nil, fmt.Errorf("redisq: load the delayed-publish script for stream %q at %s: %w", q.cfg.stream, q.c.addr(), err)
+	}
+	return &sender{q: q, rdb: rdb, backend: "redis stream " + strconv.Quote(q.cfg.stream)}, nil
+}
+
+type sender struct {
+	q       *Queue
+	rdb     *redis.Client
+	backend string
+}
+
+var _ core.Sender = (*sender)(nil)
+
+// Clock is the Client's clock: the due times of delayed messages are written on it.
+func (s *sender) Clock() clock.Clock { return s.q.c.clock }
+
+// Send publishes msgs in one pipeline and returns a Receipt per message.
+func (s *sender) Send(ctx context.Context, msgs []core.Outgoing) []core.Receipt {
+	rs := make([]core.Receipt, len(msgs))
+	cmds := make([]redis.Cmder, len(msgs))
+	var delayed map[int][]any // the arguments of delayed messages, for a NOSCRIPT retry
+	now := s.q.c.clock.Now()
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range msgs {
+			m := &msgs[i]
+			if rs[i].Err = s.refuse(m); rs[i].Err != nil {
+				continue
+			}
+			fields := entryFields(m)
+			if !m.NotBefore.IsZero() && m.NotBefore.After(now) {
+				if m.ID == "" {
+					m.ID = randomID()
+					fields = append(fields, IDField, m.ID)
+				}
+				args := append([]any{m.NotBefore.UnixMilli(), m.ID}, fields...)
+				cmds[i] = delayPublishScript.EvalSha(ctx, p, []string{s.q.cfg.delayed}, args...)
+				if delayed == nil {
+					delayed = make(map[int][]any)
+				}
+				delayed[i] = args
+				rs[i].ID = m.ID
+				continue
+			}
+			cmds[i] = p.XAdd(ctx, &redis.XAddArgs{Stream: s.q.cfg.stream, Values: fields})
+		}
+		return nil
+	})
+	for i, c := range cmds {
+		if c == nil {
+			continue
+		}
+		e := c.Err()
+		if args, ok := delayed[i]; ok && e != nil && redis.HasErrorPrefix(e, "NOSCRIPT") {
+			// The server lost its script cache (a restart): run it again, loading it.
+			e = delayPublishScript.Run(ctx, s.rdb, []string{s.q.cfg.delayed}, args...).Err()
+		}
+		if e != nil {
+			rs[i].Err = fmt.Errorf("redisq: publish to stream %q at %s: %w", s.q.cfg.stream, s.q.c.addr(), e)
+			continue
+		}
+		if x, ok := c.(*redis.StringCmd); ok && rs[i].ID == "" {
+			rs[i].ID = x.Val()
+			if msgs[i].ID != "" {
+				rs[i].ID = msgs[i].ID
+			}
+		}
+	}
+	return rs
+}
+
+// refuse returns the error of an option the stream cannot honour, nil when it can take m.
+func (s *sender) refuse(m *core.Outgoing) error {
+	if err := m.Options.Unread("redisq"); err != nil {
+		return err
+	}
+	switch {
+	case m.DedupKey != "":
+		return &core.UnsupportedError{Option: "core.DedupKey", Backend: s.backend,
+			Reason:  "settle keeps no dedup index for Redis streams yet",
+			Instead: "publish with core.MessageID and drop duplicates in the handler (an inbox)"}
+	case m.Priority != 0:
+		return &core.UnsupportedError{Option: "core.Priority", Backend: s.backend,
+			Reason:  "a stream is one log, read in the order entries were added",
+			Instead: "publish urgent messages to a stream of their own with more workers"}
+	}
+	for k := range m.Headers {
+		if k == BodyField {
+			return &core.UnsupportedError{Option: "core.Header(" + strconv.Quote(k) + ")", Backend: s.backend,
+				Reason: "the entry field \"body\" holds the payload", Instead: "name the header otherwise"}
+		}
+	}
+	return nil
+}
+
+// entryFields lays out m as the fields of a stream entry.
+func entryFields(m *core.Outgoing) []any {
+	f := make([]any, 0, 2+2*len(m.Headers)+6)
+	f = append(f, BodyField, m.Body)
+	for k, v := range m.Headers {
+		f = append(f, k, v)
+	}
+	if m.ID != "" {
+		f = append(f, IDField, m.ID)
+	}
+	if m.CorrelationID != "" {
+		f = append(f, CorrelationField, m.CorrelationID)
+	}
+	if m.OrderingKey != "" {
+		f = append(f, OrderingKeyField, m.OrderingKey)
+	}
+	return f
+}
+
+// randomID is the id of a delayed message published without one: 16 random bytes in hex.
+func randomID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
