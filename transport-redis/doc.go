@@ -68,6 +68,11 @@
 // was published with, or the id of its first entry, and stays the same on its copies (IDField).
 // core.DedupKey and core.Priority are refused with a *core.UnsupportedError.
 //
+// # Operations
+//
+// NewOps returns a Queue's ops.Queue: stats by state, and its dead-letter stream's entries
+// listed, shown, redriven (atomically, with their message ids) and purged.
+//
 // # Testing
 //
 // Package redistest starts redis-server binaries of its own for tests that restart or kill the
