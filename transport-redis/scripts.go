@@ -38,14 +38,6 @@ const (
 	replyGone = 2 // the entry was deleted from the stream while pending (ErrEntryGone); acknowledged
 )
 
-// removeScript acknowledges the entry and deletes it from the stream: ack and drop.
-var removeScript = redis.NewScript(ownedLua + `
-if not owned(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]) then return 0 end
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
-redis.call('XDEL', KEYS[1], ARGV[3])
-return 1
-`)
-
 // requeueScript adds a copy of the entry at the stream's end with settle-retry-count set to
 // ARGV[5] (the attempts spent) and settle-id to ARGV[6] (the message id), then removes the
 // original: retry.

@@ -14,7 +14,8 @@ import (
 // still this delivery's (the pending list names this consumer and the delivery count of the
 // claim; otherwise ErrLeaseLost, and nothing changes):
 //
-//	ack, drop       XACK and XDEL: the entry leaves the pending list and the stream
+//	ack, drop       XACK and XDEL: the entry leaves the pending list and the stream; grouped
+//	                with the acks and drops queued meanwhile into one script call (ack.go)
 //	retry           a copy at the stream's end, settle-retry-count = this attempt; XACK, XDEL
 //	retry after d   the copy goes to the delay set (sorted by due time) instead; a subscription
 //	                moves it to the stream's end once due (delay.go)
@@ -38,7 +39,8 @@ func (s *source) Finish(ctx context.Context, d core.Delivery, v core.Verdict, se
 	var err error
 	switch v.Action {
 	case core.ActAck, core.ActDrop:
-		r, err = s.settle(ctx, removeScript, del)
+		s.acks.add(del, v, settled) // grouped with others (ack.go)
+		return
 	case core.ActRetry:
 		r, err = s.settle(ctx, requeueScript, del, del.attempt, del.id)
 	case core.ActRetryAfter:

@@ -46,6 +46,7 @@ type source struct {
 	head    *Delivery // deliveries read and not settled (lease.go)
 
 	delay delayWake // delay.go
+	acks  acker     // ack.go
 }
 
 var (
@@ -66,9 +67,11 @@ func newSource(q *Queue, rdb *redis.Client, sub core.Subscription) *source {
 	s.readArgs = redis.XReadGroupArgs{Group: cfg.group, Consumer: s.consumer,
 		Streams: []string{cfg.stream, ">"}, Count: int64(batch), Block: cfg.block}
 	s.delay.init()
-	s.loops.Add(2)
+	s.acks.wake = make(chan struct{}, 1)
+	s.loops.Add(3)
 	go s.extend()
 	go s.moveDue()
+	go s.settleAcks()
 	return s
 }
 
