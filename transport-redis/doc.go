@@ -59,7 +59,7 @@
 // script, so on a cluster they must hash to one slot: name them with one hash tag
 // ("{refunds}", "{refunds}.dead"). Redis replicates asynchronously: a failover can lose the
 // writes of the last moments before it, settlements included (an entry acknowledged there comes
-// back, at-least-once).
+// back, at-least-once). Open connects to one server for now; a cluster client is not wired in.
 //
 // # Publishing
 //

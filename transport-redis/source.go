@@ -162,6 +162,9 @@ func (s *source) reclaim(ctx context.Context) error {
 			return nil
 		}
 	}
+	// A long pending list of entries still held: go on with the scan a little later rather than
+	// at every Next.
+	s.reclaimAfter = s.clock.Now().Add(max(s.cfg.lease/20, 10*time.Millisecond))
 	return nil
 }
 
