@@ -2,6 +2,8 @@ package redisq
 
 import (
 	"maps"
+	"strconv"
+	"time"
 
 	"github.com/settlehq/settle/core"
 )
@@ -19,6 +21,9 @@ const (
 	CorrelationField = "settle-correlation-id"
 	// OrderingKeyField is the core.OrderingKey a message was published with.
 	OrderingKeyField = "settle-ordering-key"
+	// EnqueuedField is, on a copy (a retry, a delay, a dead letter), when the message was first
+	// added: unix milliseconds, the time of its first entry's id.
+	EnqueuedField = "settle-enqueued-at"
 )
 
 // Delivery is one stream entry as a subscription claimed it. A handler reaches it with a type
@@ -28,6 +33,7 @@ type Delivery struct {
 	id      string // the message id: IDField, else the entry id
 	corrID  string
 	key     string
+	at      int64 // unix milliseconds of the message's first entry (EnqueuedAt)
 	body    []byte
 	headers map[string]string
 	count   int // the pending list's delivery count at the claim: the fencing token
@@ -45,8 +51,17 @@ var (
 	_ core.Delivery   = (*Delivery)(nil)
 	_ core.Suspect    = (*Delivery)(nil)
 	_ core.Keyed      = (*Delivery)(nil)
-	_ core.Correlated = (*Delivery)(nil)
+	_ core.Correlated      = (*Delivery)(nil)
+	_ core.Enqueued        = (*Delivery)(nil)
+	_ core.MessagingSystem = (*Delivery)(nil)
 )
+
+// EnqueuedAt is when the message was first added to a stream: the time of its first entry's id
+// (copies carry it in EnqueuedField).
+func (d *Delivery) EnqueuedAt() (time.Time, bool) { return time.UnixMilli(d.at), d.at > 0 }
+
+// MessagingSystem is "redis", as OpenTelemetry's messaging.system spells it.
+func (d *Delivery) MessagingSystem() string { return "redis" }
 
 // ID is the message's id: the core.MessageID it was published with, otherwise the id of the
 // stream entry it was first added as ("1733312345678-0"). Copies (a retry, a delay, a dead
@@ -104,6 +119,9 @@ func newDelivery(src *source, entry string, fields []string, count int, claimed 
 		case OrderingKeyField:
 			d.key = value
 			continue
+		case EnqueuedField:
+			d.at, _ = strconv.ParseInt(value, 10, 64)
+			continue
 		}
 		if d.headers == nil {
 			d.headers = make(map[string]string, len(fields)/2)
@@ -117,6 +135,9 @@ func newDelivery(src *source, entry string, fields []string, count int, claimed 
 			}
 			base = n
 		}
+	}
+	if d.at == 0 {
+		d.at, _ = entryTime(entry)
 	}
 	d.attempt = min(base+count, core.MaxCount)
 	return d

@@ -39,8 +39,8 @@ const (
 )
 
 // requeueScript adds a copy of the entry at the stream's end with settle-retry-count set to
-// ARGV[5] (the attempts spent) and settle-id to ARGV[6] (the message id), then removes the
-// original: retry.
+// ARGV[5] (the attempts spent), settle-id to ARGV[6] (the message id) and settle-enqueued-at to
+// ARGV[7], then removes the original: retry.
 var requeueScript = redis.NewScript(ownedLua + setFieldLua + `
 if not owned(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]) then return 0 end
 local e = redis.call('XRANGE', KEYS[1], ARGV[3], ARGV[3])
@@ -49,13 +49,15 @@ if #e == 0 then return 2 end
 local f = e[1][2]
 setfield(f, 'settle-retry-count', ARGV[5])
 setfield(f, 'settle-id', ARGV[6])
+setfield(f, 'settle-enqueued-at', ARGV[7])
 redis.call('XADD', KEYS[1], '*', unpack(f))
 redis.call('XDEL', KEYS[1], ARGV[3])
 return 1
 `)
 
 // delayScript moves the entry into the delay set KEYS[2], due at ARGV[6] (unix milliseconds),
-// with settle-retry-count set to ARGV[5] and settle-id to ARGV[7]: retry after a delay. The member is the MessagePack of
+// with settle-retry-count set to ARGV[5], settle-id to ARGV[7] and settle-enqueued-at to ARGV[8]:
+// retry after a delay. The member is the MessagePack of
 // the original id (which keeps members unique) followed by the fields.
 var delayScript = redis.NewScript(ownedLua + setFieldLua + `
 if not owned(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]) then return 0 end
@@ -65,6 +67,7 @@ if #e == 0 then return 2 end
 local f = e[1][2]
 setfield(f, 'settle-retry-count', ARGV[5])
 setfield(f, 'settle-id', ARGV[7])
+setfield(f, 'settle-enqueued-at', ARGV[8])
 table.insert(f, 1, ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[6], cmsgpack.pack(f))
 redis.call('XDEL', KEYS[1], ARGV[3])

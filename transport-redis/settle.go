@@ -42,7 +42,7 @@ func (s *source) Finish(ctx context.Context, d core.Delivery, v core.Verdict, se
 		s.acks.add(del, v, settled) // grouped with others (ack.go)
 		return
 	case core.ActRetry:
-		r, err = s.settle(ctx, requeueScript, del, del.attempt, del.id)
+		r, err = s.settle(ctx, requeueScript, del, del.attempt, del.id, del.at)
 	case core.ActRetryAfter:
 		due := s.clock.Now().Add(v.Delay).UnixMilli()
 		r, err = s.settleDelay(ctx, del, due)
@@ -67,7 +67,7 @@ func (s *source) settle(ctx context.Context, script *redis.Script, d *Delivery, 
 }
 
 func (s *source) settleDelay(ctx context.Context, d *Delivery, due int64) (int, error) {
-	return delayScript.Run(ctx, s.rdb, s.delayKey, s.cfg.group, s.consumer, d.entry, d.count, d.attempt, due, d.id).Int()
+	return delayScript.Run(ctx, s.rdb, s.delayKey, s.cfg.group, s.consumer, d.entry, d.count, d.attempt, due, d.id, d.at).Int()
 }
 
 // deadLetter copies d's entry to the destination stream with the dead-letter headers.
@@ -75,6 +75,7 @@ func (s *source) deadLetter(ctx context.Context, d *Delivery, v core.Verdict) (i
 	info := core.NewDeadLetterInfo(d, v, s.cfg.stream, s.clock.Now())
 	return deadLetterScript.Run(ctx, s.rdb, []string{s.cfg.stream, v.Dest}, s.cfg.group, s.consumer, d.entry, d.count,
 		IDField, d.id,
+		EnqueuedField, strconv.FormatInt(d.at, 10),
 		core.HeaderRetryCount, strconv.Itoa(info.Count),
 		core.HeaderOrigin, info.Origin,
 		core.HeaderDeadAt, info.At.UTC().Format(time.RFC3339Nano),
