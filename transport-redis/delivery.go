@@ -48,9 +48,9 @@ type Delivery struct {
 }
 
 var (
-	_ core.Delivery   = (*Delivery)(nil)
-	_ core.Suspect    = (*Delivery)(nil)
-	_ core.Keyed      = (*Delivery)(nil)
+	_ core.Delivery        = (*Delivery)(nil)
+	_ core.Suspect         = (*Delivery)(nil)
+	_ core.Keyed           = (*Delivery)(nil)
 	_ core.Correlated      = (*Delivery)(nil)
 	_ core.Enqueued        = (*Delivery)(nil)
 	_ core.MessagingSystem = (*Delivery)(nil)
