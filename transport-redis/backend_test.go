@@ -20,8 +20,9 @@ type backend struct {
 	t      testing.TB
 	url    string
 	prefix string
-	admin  *redis.Client
+	admin  redis.UniversalClient
 	opts   []redisq.QueueOption
+	copts  []redisq.Option // the Client's options (Cluster)
 
 	mu     sync.Mutex
 	client *redisq.Client
@@ -44,7 +45,7 @@ func (b *backend) DeadLetterName(queue string) string { return b.key(queue) }
 
 // Register gives app a Client of its own.
 func (b *backend) Register(app *core.App) {
-	c, err := redisq.Open(b.url, redisq.WithLogger(app.Logger()), redisq.WithClock(app.Clock()))
+	c, err := redisq.Open(b.url, append([]redisq.Option{redisq.WithLogger(app.Logger()), redisq.WithClock(app.Clock())}, b.copts...)...)
 	if err != nil {
 		b.t.Fatalf("redisq.Open: %v", err)
 	}
@@ -69,7 +70,7 @@ func (b *backend) Endpoint(queue string) core.Endpoint {
 func (b *backend) Target(queue string) core.Target { return b.Endpoint(queue).(*redisq.Queue) }
 
 func (b *backend) Publish(ctx context.Context, queue string, body []byte, headers map[string]string) error {
-	_, err := publishRaw(ctx, b.url, b.key(queue), body, headers)
+	_, err := publishRaw(ctx, b.url, b.key(queue), body, headers, b.copts...)
 	return err
 }
 
@@ -79,7 +80,7 @@ func (b *backend) Drain(ctx context.Context, queue string, atLeast int) ([]trans
 	return drainStream(ctx, b.admin, b.key(queue), atLeast)
 }
 
-func drainStream(ctx context.Context, rdb *redis.Client, key string, atLeast int) ([]transporttest.Message, error) {
+func drainStream(ctx context.Context, rdb redis.UniversalClient, key string, atLeast int) ([]transporttest.Message, error) {
 	var out []transporttest.Message
 	last := "0-0"
 	for {

@@ -21,7 +21,10 @@ type Client struct {
 	url   string
 	log   *slog.Logger
 	clock clock.Clock
-	rdb   *redis.Client
+	rdb   redis.UniversalClient
+	where string // the server's address (the seeds' on a cluster), without credentials
+
+	cluster bool
 
 	mu     sync.Mutex
 	closed bool
@@ -59,16 +62,19 @@ func WithClock(k clock.Clock) Option {
 	}
 }
 
+// Cluster makes Open connect to a Redis Cluster: the URL names one or more seed nodes
+// ("redis://host1:7000?addr=host2:7001&addr=host3:7002", go-redis's cluster URL). Every key a
+// queue's scripts use together must hash to one slot: see NewQueue.
+func Cluster() Option {
+	return func(c *Client) error { c.cluster = true; return nil }
+}
+
 // Open returns a Client for the Redis server at url ("redis://[user:password@]host:6379/0",
-// "rediss://" for TLS; the query may set go-redis pool options). It does not connect yet: the
-// App's start does, or the first command.
+// "rediss://" for TLS; the query may set go-redis pool options), or for a Redis Cluster with
+// Cluster(). It does not connect yet: the App's start does, or the first command.
 func Open(url string, opts ...Option) (*Client, error) {
 	if strings.TrimSpace(url) == "" {
 		return nil, errors.New("redisq.Open: the server URL is empty")
-	}
-	ro, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("redisq.Open: %w", err)
 	}
 	c := &Client{url: url, log: slog.Default(), clock: clock.Real()}
 	for _, o := range opts {
@@ -79,7 +85,19 @@ func Open(url string, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
-	c.rdb = redis.NewClient(ro)
+	if c.cluster {
+		co, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("redisq.Open: %w", err)
+		}
+		c.rdb, c.where = redis.NewClusterClient(co), "cluster "+strings.Join(co.Addrs, ",")
+		return c, nil
+	}
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisq.Open: %w", err)
+	}
+	c.rdb, c.where = redis.NewClient(ro), ro.Addr
 	return c, nil
 }
 
@@ -114,10 +132,11 @@ func (c *Client) Close() error {
 	return c.rdb.Close()
 }
 
-// Redis returns the underlying go-redis client.
-func (c *Client) Redis() *redis.Client { return c.rdb }
+// Redis returns the underlying go-redis client: a *redis.Client, or a *redis.ClusterClient with
+// Cluster().
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
-func (c *Client) client() (*redis.Client, error) {
+func (c *Client) client() (redis.UniversalClient, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -127,7 +146,7 @@ func (c *Client) client() (*redis.Client, error) {
 }
 
 // addr is the server's address for logs and errors, without credentials.
-func (c *Client) addr() string { return c.rdb.Options().Addr }
+func (c *Client) addr() string { return c.where }
 
 // infoField reads one "name:value" line of an INFO reply.
 func infoField(info, name string) string {

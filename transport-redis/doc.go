@@ -59,7 +59,7 @@
 // script, so on a cluster they must hash to one slot: name them with one hash tag
 // ("{refunds}", "{refunds}.dead"). Redis replicates asynchronously: a failover can lose the
 // writes of the last moments before it, settlements included (an entry acknowledged there comes
-// back, at-least-once). Open connects to one server for now; a cluster client is not wired in.
+// back, at-least-once). Open with Cluster() connects to a cluster (go-redis's cluster URL).
 //
 // # Publishing
 //
@@ -76,5 +76,5 @@
 // # Testing
 //
 // Package redistest starts redis-server binaries of its own for tests that restart or kill the
-// server; the module's tests run the conformance suite on the server at SETTLE_TEST_REDIS_URL.
+// server, and clusters of them; the module's tests run the conformance suite on the server at SETTLE_TEST_REDIS_URL.
 package redisq

@@ -178,7 +178,7 @@ func (o *Ops) GetDead(ctx context.Context, id string) (ops.DeadLetter, error) {
 }
 
 // entry reads one entry of the dead-letter stream; an id that is not a stream id is not found.
-func (o *Ops) entry(ctx context.Context, rdb *redis.Client, id string) (redis.XMessage, bool, error) {
+func (o *Ops) entry(ctx context.Context, rdb redis.UniversalClient, id string) (redis.XMessage, bool, error) {
 	es, err := rdb.XRange(ctx, o.dead, id, id).Result()
 	if err != nil {
 		if strings.Contains(err.Error(), "Invalid stream ID") {
@@ -208,7 +208,7 @@ return 1
 // at once. The copy keeps its body, its headers and its message id (IDField); the dead-letter
 // headers go, and settle-retry-count too unless o.KeepAttempts.
 func (o *Ops) Redrive(ctx context.Context, s ops.Selection, ro ops.RedriveOptions) (int, error) {
-	return o.each(ctx, s, func(rdb *redis.Client, d ops.DeadLetter) (bool, error) {
+	return o.each(ctx, s, func(rdb redis.UniversalClient, d ops.DeadLetter) (bool, error) {
 		origin := d.Origin
 		if origin == "" {
 			origin = o.q.cfg.stream
@@ -229,7 +229,7 @@ func (o *Ops) Redrive(ctx context.Context, s ops.Selection, ro ops.RedriveOption
 
 // Purge deletes the selected dead letters (XDEL).
 func (o *Ops) Purge(ctx context.Context, s ops.Selection) (int, error) {
-	return o.each(ctx, s, func(rdb *redis.Client, d ops.DeadLetter) (bool, error) {
+	return o.each(ctx, s, func(rdb redis.UniversalClient, d ops.DeadLetter) (bool, error) {
 		n, err := rdb.XDel(ctx, o.dead, d.ID).Result()
 		return n == 1, err
 	})
@@ -237,7 +237,7 @@ func (o *Ops) Purge(ctx context.Context, s ops.Selection) (int, error) {
 
 // each applies act to every selected dead letter and counts those it changed. A selection of ids
 // is checked whole first: one unknown id changes nothing.
-func (o *Ops) each(ctx context.Context, s ops.Selection, act func(*redis.Client, ops.DeadLetter) (bool, error)) (int, error) {
+func (o *Ops) each(ctx context.Context, s ops.Selection, act func(redis.UniversalClient, ops.DeadLetter) (bool, error)) (int, error) {
 	if err := s.Validate(); err != nil {
 		return 0, err
 	}
@@ -278,7 +278,7 @@ func (o *Ops) each(ctx context.Context, s ops.Selection, act func(*redis.Client,
 	return n, nil
 }
 
-func (o *Ops) deadClient() (*redis.Client, error) {
+func (o *Ops) deadClient() (redis.UniversalClient, error) {
 	if o.dead == "" {
 		return nil, fmt.Errorf("redisq: stream %q: %w", o.q.cfg.stream, ops.ErrNoDeadLetter)
 	}

@@ -78,8 +78,8 @@ func publish(t *testing.T, url, stream, body string, headers map[string]string) 
 	return id
 }
 
-func publishRaw(ctx context.Context, url, stream string, body []byte, headers map[string]string) (string, error) {
-	c, err := redisq.Open(url)
+func publishRaw(ctx context.Context, url, stream string, body []byte, headers map[string]string, opts ...redisq.Option) (string, error) {
+	c, err := redisq.Open(url, opts...)
 	if err != nil {
 		return "", err
 	}
@@ -92,11 +92,11 @@ func publishRaw(ctx context.Context, url, stream string, body []byte, headers ma
 	if err != nil {
 		return "", err
 	}
-	var opts []core.PublishOption
+	var popts []core.PublishOption
 	if len(headers) > 0 {
-		opts = append(opts, core.Headers(headers))
+		popts = append(popts, core.Headers(headers))
 	}
-	r, err := pub.Publish(ctx, body, opts...)
+	r, err := pub.Publish(ctx, body, popts...)
 	return r.ID, err
 }
 

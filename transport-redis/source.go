@@ -22,7 +22,7 @@ import (
 // the subscription's core.Source and its core.Finisher.
 type source struct {
 	cfg      queueConfig
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
 	log      *slog.Logger
 	clock    clock.Clock
 	addr     string
@@ -54,7 +54,7 @@ var (
 	_ core.Finisher = (*source)(nil)
 )
 
-func newSource(q *Queue, rdb *redis.Client, sub core.Subscription) *source {
+func newSource(q *Queue, rdb redis.UniversalClient, sub core.Subscription) *source {
 	cfg := q.cfg
 	batch := cfg.batch
 	if batch == 0 {

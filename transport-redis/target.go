@@ -42,7 +42,7 @@ func (q *Queue) Sender(ctx context.Context) (core.Sender, error) {
 
 type sender struct {
 	q       *Queue
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	backend string
 }
 

@@ -29,6 +29,7 @@ func Binary() (string, error) {
 // Server is one redis-server process.
 type Server struct {
 	bin, dir, fsync string
+	extra           string // more configuration lines
 	port            int
 	cmd             *exec.Cmd
 	exited          chan error
@@ -37,6 +38,10 @@ type Server struct {
 // Start runs a redis-server in dir (its data and log live there) on a free loopback port, with
 // appendfsync set to fsync ("always", "everysec" or "no"), and waits until it answers.
 func Start(dir, fsync string) (*Server, error) {
+	return start(dir, fsync, "")
+}
+
+func start(dir, fsync, extra string) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, fmt.Errorf("redistest: no redis-server binary (set SETTLE_REDIS_SERVER): %w", err)
@@ -47,9 +52,12 @@ func Start(dir, fsync string) (*Server, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	s := &Server{bin: bin, dir: dir, fsync: fsync, port: port}
+	s := &Server{bin: bin, dir: dir, fsync: fsync, extra: extra, port: port}
 	return s, s.Restart()
 }
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return "redis://127.0.0.1:" + strconv.Itoa(s.port) + "/0" }
@@ -59,7 +67,7 @@ func (s *Server) URL() string { return "redis://127.0.0.1:" + strconv.Itoa(s.por
 func (s *Server) Restart() error {
 	conf := filepath.Join(s.dir, "redis.conf")
 	lines := "port " + strconv.Itoa(s.port) + "\nbind 127.0.0.1\ndir " + s.dir +
-		"\nappendonly yes\nappendfsync " + s.fsync + "\nsave \"\"\nlogfile " + filepath.Join(s.dir, "redis.log") + "\n"
+		"\nappendonly yes\nappendfsync " + s.fsync + "\nsave \"\"\nlogfile " + filepath.Join(s.dir, "redis.log") + "\n" + s.extra
 	if err := os.WriteFile(conf, []byte(lines), 0o600); err != nil {
 		return err
 	}
