@@ -78,9 +78,9 @@ func (s *source) settleAcks() {
 		}
 		args = append(args[:0], s.cfg.group, s.consumer)
 		for _, p := range group {
-			args = append(args, p.d.entry, p.d.count)
+			args = append(args, p.d.entry, p.d.count, p.d.dedup, p.d.id)
 		}
-		res, err := ackScript.Run(s.ctx, s.rdb, s.keys, args...).Int64Slice()
+		res, err := ackScript.Run(s.ctx, s.rdb, s.dedupKeys, args...).Int64Slice()
 		if err == nil && len(res) != len(group) {
 			err = fmt.Errorf("ack script answered %d results for %d entries", len(res), len(group))
 		}
@@ -96,14 +96,16 @@ func (s *source) settleAcks() {
 	}
 }
 
-// ackScript acknowledges and deletes the entries ARGV[3], ARGV[5], ... that are still their
-// deliveries' (delivery counts ARGV[4], ARGV[6], ...), and answers 1 or 0 for each.
-var ackScript = redis.NewScript(ownedLua + `
+// ackScript acknowledges and deletes the entries that are still their deliveries', and answers
+// 1 or 0 for each: ARGV[3], ARGV[7], ... are the entries, each followed by its delivery count, its
+// dedup key (” for none) and its message id; a dedup key the message held in KEYS[2] is released.
+var ackScript = redis.NewScript(ownedLua + releaseDedupLua + `
 local out = {}
-for i = 3, #ARGV, 2 do
+for i = 3, #ARGV, 4 do
   if owned(KEYS[1], ARGV[1], ARGV[2], ARGV[i], ARGV[i + 1]) then
     redis.call('XACK', KEYS[1], ARGV[1], ARGV[i])
     redis.call('XDEL', KEYS[1], ARGV[i])
+    release(KEYS[2], ARGV[i + 2], ARGV[i + 3])
     out[#out + 1] = 1
   else
     out[#out + 1] = 0

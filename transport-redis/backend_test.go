@@ -138,7 +138,7 @@ var publishFeatures = transporttest.PublishFeatures{
 	CorrelationID: transporttest.Supported,
 	OrderingKey:   transporttest.Supported,
 	NotBefore:     transporttest.Supported,
-	Dedup:         transporttest.Refused,
+	Dedup:         transporttest.Supported,
 	Priority:      transporttest.Refused,
 	Replies:       transporttest.Supported,
 }

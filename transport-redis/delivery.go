@@ -21,6 +21,9 @@ const (
 	CorrelationField = "settle-correlation-id"
 	// OrderingKeyField is the core.OrderingKey a message was published with.
 	OrderingKeyField = "settle-ordering-key"
+	// DedupField is the core.DedupKey a message was published with; the key is held for it in
+	// the stream's dedup index until it is acknowledged, dropped or dead-lettered.
+	DedupField = "settle-dedup-key"
 	// EnqueuedField is, on a copy (a retry, a delay, a dead letter), when the message was first
 	// added: unix milliseconds, the time of its first entry's id.
 	EnqueuedField = "settle-enqueued-at"
@@ -33,6 +36,7 @@ type Delivery struct {
 	id      string // the message id: IDField, else the entry id
 	corrID  string
 	key     string
+	dedup   string
 	at      int64 // unix milliseconds of the message's first entry (EnqueuedAt)
 	body    []byte
 	headers map[string]string
@@ -118,6 +122,9 @@ func newDelivery(src *source, entry string, fields []string, count int, claimed 
 			continue
 		case OrderingKeyField:
 			d.key = value
+			continue
+		case DedupField:
+			d.dedup = value
 			continue
 		case EnqueuedField:
 			d.at, _ = strconv.ParseInt(value, 10, 64)

@@ -66,7 +66,8 @@
 // A Queue is also its stream's core.Target: core.NewPublisher publishes to it (XADD, a batch in
 // one pipeline; a delayed message to the delay set). Delivery.ID is the core.MessageID a message
 // was published with, or the id of its first entry, and stays the same on its copies (IDField).
-// core.DedupKey and core.Priority are refused with a *core.UnsupportedError.
+// A core.DedupKey is held in the stream's dedup index (DedupSuffix) until its message is
+// acknowledged, dropped or dead-lettered; core.Priority is refused with a *core.UnsupportedError.
 //
 // # Operations
 //

@@ -25,6 +25,10 @@ const (
 // DelayedSuffix is appended to a stream's key to name its delay set.
 const DelayedSuffix = ":delayed"
 
+// DedupSuffix is appended to a stream's key to name its dedup index: a hash from each
+// core.DedupKey held by a pending message to that message's id.
+const DedupSuffix = ":dedup"
+
 // Queue is a stream and a consumer group on it: an endpoint a subscription opens. Processes
 // that mount the same stream and group share its entries.
 type Queue struct {
@@ -35,9 +39,9 @@ type Queue struct {
 var _ core.Endpoint = (*Queue)(nil)
 
 type queueConfig struct {
-	stream, delayed, group string
-	lease, block, poll     time.Duration
-	batch                  int
+	stream, delayed, dedup, group string
+	lease, block, poll            time.Duration
+	batch                         int
 }
 
 // QueueOption configures a Queue.
@@ -114,7 +118,7 @@ func NewQueue(c *Client, stream string, opts ...QueueOption) (*Queue, error) {
 	if strings.TrimSpace(stream) == "" {
 		return nil, errors.New("redisq.NewQueue: the stream key is empty")
 	}
-	q := &Queue{c: c, cfg: queueConfig{stream: stream, delayed: stream + DelayedSuffix, group: "settle",
+	q := &Queue{c: c, cfg: queueConfig{stream: stream, delayed: stream + DelayedSuffix, dedup: stream + DedupSuffix, group: "settle",
 		lease: DefaultLease, block: DefaultBlock, poll: DefaultDelayPoll}}
 	for _, o := range opts {
 		if o == nil {

@@ -75,17 +75,18 @@ return 1
 `)
 
 // deadLetterScript adds a copy of the entry to the dead-letter stream KEYS[2] with the fields
-// ARGV[5], ARGV[6], ... (name, value pairs: the dead-letter headers) set, then removes the
-// original.
-var deadLetterScript = redis.NewScript(ownedLua + setFieldLua + `
+// ARGV[7], ARGV[8], ... (name, value pairs: the dead-letter headers) set, removes the original,
+// and releases its dedup key ARGV[5] (held by message id ARGV[6]) in KEYS[3].
+var deadLetterScript = redis.NewScript(ownedLua + setFieldLua + releaseDedupLua + `
 if not owned(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]) then return 0 end
 local e = redis.call('XRANGE', KEYS[1], ARGV[3], ARGV[3])
 redis.call('XACK', KEYS[1], ARGV[1], ARGV[3])
 if #e == 0 then return 2 end
 local f = e[1][2]
-for i = 5, #ARGV, 2 do setfield(f, ARGV[i], ARGV[i + 1]) end
+for i = 7, #ARGV, 2 do setfield(f, ARGV[i], ARGV[i + 1]) end
 redis.call('XADD', KEYS[2], '*', unpack(f))
 redis.call('XDEL', KEYS[1], ARGV[3])
+release(KEYS[3], ARGV[5], ARGV[6])
 return 1
 `)
 
@@ -140,15 +141,37 @@ local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
 return {#due, nxt[2] or false}
 `)
 
-// delayPublishScript adds a message to the delay set KEYS[1], due at ARGV[1] (unix
-// milliseconds): ARGV[2] is the member's unique token (the message id), ARGV[3], ARGV[4], ... the
-// entry's fields. moveScript adds it to the stream once due.
-var delayPublishScript = redis.NewScript(`
+// publishScript publishes one message that needs more than an XADD: ARGV[1] is its dedup key
+// (” for none), ARGV[2] its message id (” to take the entry's; never ” when delayed),
+// ARGV[3] its due time in unix milliseconds (” for now), ARGV[4], ... its fields. A dedup key
+// still held in KEYS[3] answers {0, the holding message's id} and stores nothing; otherwise the
+// message goes to the stream KEYS[1], or to the delay set KEYS[2] when due later, the key is
+// held for it, and the answer is {1, its id}.
+var publishScript = redis.NewScript(`
+if ARGV[1] ~= '' then
+  local old = redis.call('HGET', KEYS[3], ARGV[1])
+  if old then return {0, old} end
+end
 local f = {}
-for i = 2, #ARGV do f[i - 1] = ARGV[i] end
-redis.call('ZADD', KEYS[1], ARGV[1], cmsgpack.pack(f))
-return 1
+for i = 4, #ARGV do f[#f + 1] = ARGV[i] end
+local mid = ARGV[2]
+if ARGV[3] ~= '' then
+  table.insert(f, 1, mid)
+  redis.call('ZADD', KEYS[2], ARGV[3], cmsgpack.pack(f))
+else
+  local id = redis.call('XADD', KEYS[1], '*', unpack(f))
+  if mid == '' then mid = id end
+end
+if ARGV[1] ~= '' then redis.call('HSET', KEYS[3], ARGV[1], mid) end
+return {1, mid}
 `)
+
+// releaseDedupLua releases dedup key k of KEYS[dedup] when message id held it.
+const releaseDedupLua = `
+local function release(hash, k, id)
+  if k ~= '' and redis.call('HGET', hash, k) == id then redis.call('HDEL', hash, k) end
+end
+`
 
 // dropConsumerScript deletes the consumer ARGV[2] from the group when it holds no entry.
 var dropConsumerScript = redis.NewScript(`

@@ -73,7 +73,8 @@ func (s *source) settleDelay(ctx context.Context, d *Delivery, due int64) (int, 
 // deadLetter copies d's entry to the destination stream with the dead-letter headers.
 func (s *source) deadLetter(ctx context.Context, d *Delivery, v core.Verdict) (int, error) {
 	info := core.NewDeadLetterInfo(d, v, s.cfg.stream, s.clock.Now())
-	return deadLetterScript.Run(ctx, s.rdb, []string{s.cfg.stream, v.Dest}, s.cfg.group, s.consumer, d.entry, d.count,
+	return deadLetterScript.Run(ctx, s.rdb, []string{s.cfg.stream, v.Dest, s.cfg.dedup}, s.cfg.group, s.consumer, d.entry, d.count,
+		d.dedup, d.id,
 		IDField, d.id,
 		EnqueuedField, strconv.FormatInt(d.at, 10),
 		core.HeaderRetryCount, strconv.Itoa(info.Count),

@@ -21,15 +21,16 @@ import (
 // not handed out yet, and the loops that extend its leases and move its due delays. It is both
 // the subscription's core.Source and its core.Finisher.
 type source struct {
-	cfg      queueConfig
-	rdb      redis.UniversalClient
-	log      *slog.Logger
-	clock    clock.Clock
-	addr     string
-	consumer string
-	batch    int
-	keys     []string // the stream
-	delayKey []string // the stream and its delay set
+	cfg       queueConfig
+	rdb       redis.UniversalClient
+	log       *slog.Logger
+	clock     clock.Clock
+	addr      string
+	consumer  string
+	batch     int
+	keys      []string // the stream
+	delayKey  []string // the stream and its delay set
+	dedupKeys []string // the stream and its dedup index
 
 	// Owned by Next (core never calls it concurrently).
 	buf          []*Delivery
@@ -63,7 +64,7 @@ func newSource(q *Queue, rdb redis.UniversalClient, sub core.Subscription) *sour
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &source{cfg: cfg, rdb: rdb, log: sub.Logger, clock: sub.Clock, addr: q.c.addr(),
 		consumer: consumerName(), batch: batch, keys: []string{cfg.stream},
-		delayKey: []string{cfg.stream, cfg.delayed}, cursor: "0-0", ctx: ctx, cancel: cancel}
+		delayKey: []string{cfg.stream, cfg.delayed}, dedupKeys: []string{cfg.stream, cfg.dedup}, cursor: "0-0", ctx: ctx, cancel: cancel}
 	s.readArgs = redis.XReadGroupArgs{Group: cfg.group, Consumer: s.consumer,
 		Streams: []string{cfg.stream, ">"}, Count: int64(batch), Block: cfg.block}
 	s.delay.init()

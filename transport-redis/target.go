@@ -21,29 +21,33 @@ var _ core.Target = (*Queue)(nil)
 // in IDField, core.CorrelationID in CorrelationField, core.OrderingKey in OrderingKeyField (it
 // reaches the handler; subscriptions do not order by it yet). A message with core.Delay or
 // core.NotBefore goes to the stream's delay set instead, due on the Client's clock (WithClock),
-// and a subscription moves it to the stream once due. A batch is one pipeline. The Receipt's ID
-// is the core.MessageID given, or the new entry's id; a delayed message without one gets a
-// random id, in IDField. A publish is reported done once Redis has applied it (durable as far as
-// the server's persistence goes).
+// and a subscription moves it to the stream once due. A core.DedupKey is held in the stream's
+// dedup index (DedupSuffix) from the publish until the message is acknowledged, dropped or
+// dead-lettered (a retry or a delay keeps it): a publish with a key still held stores nothing and
+// answers a Duplicate receipt with the holder's id. A batch is one pipeline. The Receipt's ID is
+// the core.MessageID given, or the new entry's id; a delayed message without one gets a random
+// id, in IDField. A publish is reported done once Redis has applied it (durable as far as the
+// server's persistence goes).
 //
-// Refused with a *core.UnsupportedError: core.DedupKey and core.Priority (a stream is one FIFO
-// log and settle keeps no dedup index for it yet), a header named "body", and options of other
-// backends.
+// Refused with a *core.UnsupportedError: core.Priority (a stream is one log, read in order), a
+// header named "body", and options of other backends.
 func (q *Queue) Sender(ctx context.Context) (core.Sender, error) {
 	rdb, err := q.c.client()
 	if err != nil {
 		return nil, err
 	}
-	if err := delayPublishScript.Load(ctx, rdb).Err(); err != nil {
-		return nil, fmt.Errorf("redisq: load the delayed-publish script for stream %q at %s: %w", q.cfg.stream, q.c.addr(), err)
+	if err := publishScript.Load(ctx, rdb).Err(); err != nil {
+		return nil, fmt.Errorf("redisq: load the publish script for stream %q at %s: %w", q.cfg.stream, q.c.addr(), err)
 	}
-	return &sender{q: q, rdb: rdb, backend: "redis stream " + strconv.Quote(q.cfg.stream)}, nil
+	return &sender{q: q, rdb: rdb, backend: "redis stream " + strconv.Quote(q.cfg.stream),
+		keys: []string{q.cfg.stream, q.cfg.delayed, q.cfg.dedup}}, nil
 }
 
 type sender struct {
 	q       *Queue
 	rdb     redis.UniversalClient
 	backend string
+	keys    []string // the stream, its delay set and its dedup index
 }
 
 var _ core.Sender = (*sender)(nil)
@@ -51,11 +55,12 @@ var _ core.Sender = (*sender)(nil)
 // Clock is the Client's clock: the due times of delayed messages are written on it.
 func (s *sender) Clock() clock.Clock { return s.q.c.clock }
 
-// Send publishes msgs in one pipeline and returns a Receipt per message.
+// Send publishes msgs in one pipeline and returns a Receipt per message: a plain message is an
+// XADD, one with a dedup key or a later due time one publishScript call.
 func (s *sender) Send(ctx context.Context, msgs []core.Outgoing) []core.Receipt {
 	rs := make([]core.Receipt, len(msgs))
 	cmds := make([]redis.Cmder, len(msgs))
-	var delayed map[int][]any // the arguments of delayed messages, for a NOSCRIPT retry
+	var scripted map[int][]any // the arguments of scripted messages, for a NOSCRIPT retry
 	now := s.q.c.clock.Now()
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range msgs {
@@ -63,22 +68,24 @@ func (s *sender) Send(ctx context.Context, msgs []core.Outgoing) []core.Receipt 
 			if rs[i].Err = s.refuse(m); rs[i].Err != nil {
 				continue
 			}
-			fields := entryFields(m)
-			if !m.NotBefore.IsZero() && m.NotBefore.After(now) {
-				if m.ID == "" {
-					m.ID = randomID()
-					fields = append(fields, IDField, m.ID)
-				}
-				args := append([]any{m.NotBefore.UnixMilli(), m.ID}, fields...)
-				cmds[i] = delayPublishScript.EvalSha(ctx, p, []string{s.q.cfg.delayed}, args...)
-				if delayed == nil {
-					delayed = make(map[int][]any)
-				}
-				delayed[i] = args
-				rs[i].ID = m.ID
+			later := !m.NotBefore.IsZero() && m.NotBefore.After(now)
+			if !later && m.DedupKey == "" {
+				cmds[i] = p.XAdd(ctx, &redis.XAddArgs{Stream: s.q.cfg.stream, Values: entryFields(m)})
 				continue
 			}
-			cmds[i] = p.XAdd(ctx, &redis.XAddArgs{Stream: s.q.cfg.stream, Values: fields})
+			due := ""
+			if later {
+				due = strconv.FormatInt(m.NotBefore.UnixMilli(), 10)
+				if m.ID == "" {
+					m.ID = randomID() // the delay set's member needs it now
+				}
+			}
+			args := append([]any{m.DedupKey, m.ID, due}, entryFields(m)...)
+			cmds[i] = publishScript.EvalSha(ctx, p, s.keys, args...)
+			if scripted == nil {
+				scripted = make(map[int][]any)
+			}
+			scripted[i] = args
 		}
 		return nil
 	})
@@ -86,23 +93,39 @@ func (s *sender) Send(ctx context.Context, msgs []core.Outgoing) []core.Receipt 
 		if c == nil {
 			continue
 		}
-		e := c.Err()
-		if args, ok := delayed[i]; ok && e != nil && redis.HasErrorPrefix(e, "NOSCRIPT") {
-			// The server lost its script cache (a restart): run it again, loading it.
-			e = delayPublishScript.Run(ctx, s.rdb, []string{s.q.cfg.delayed}, args...).Err()
-		}
-		if e != nil {
-			rs[i].Err = fmt.Errorf("redisq: publish to stream %q at %s: %w", s.q.cfg.stream, s.q.c.addr(), e)
+		if args, ok := scripted[i]; ok {
+			rs[i] = s.scripted(ctx, c, args)
 			continue
 		}
-		if x, ok := c.(*redis.StringCmd); ok && rs[i].ID == "" {
-			rs[i].ID = x.Val()
-			if msgs[i].ID != "" {
-				rs[i].ID = msgs[i].ID
-			}
+		if err := c.Err(); err != nil {
+			rs[i].Err = s.sendErr(err)
+			continue
+		}
+		rs[i].ID = msgs[i].ID
+		if rs[i].ID == "" {
+			rs[i].ID = c.(*redis.StringCmd).Val()
 		}
 	}
 	return rs
+}
+
+// scripted reads the receipt of a publishScript call, running it again when the server lost
+// its script cache (a restart).
+func (s *sender) scripted(ctx context.Context, c redis.Cmder, args []any) core.Receipt {
+	res, err := c.(*redis.Cmd).Slice()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		res, err = publishScript.Run(ctx, s.rdb, s.keys, args...).Slice()
+	}
+	if err != nil {
+		return core.Receipt{Err: s.sendErr(err)}
+	}
+	stored, _ := res[0].(int64)
+	id, _ := res[1].(string)
+	return core.Receipt{ID: id, Duplicate: stored == 0}
+}
+
+func (s *sender) sendErr(err error) error {
+	return fmt.Errorf("redisq: publish to stream %q at %s: %w", s.q.cfg.stream, s.q.c.addr(), err)
 }
 
 // refuse returns the error of an option the stream cannot honour, nil when it can take m.
@@ -111,10 +134,6 @@ func (s *sender) refuse(m *core.Outgoing) error {
 		return err
 	}
 	switch {
-	case m.DedupKey != "":
-		return &core.UnsupportedError{Option: "core.DedupKey", Backend: s.backend,
-			Reason:  "settle keeps no dedup index for Redis streams yet",
-			Instead: "publish with core.MessageID and drop duplicates in the handler (an inbox)"}
 	case m.Priority != 0:
 		return &core.UnsupportedError{Option: "core.Priority", Backend: s.backend,
 			Reason:  "a stream is one log, read in the order entries were added",
@@ -144,6 +163,9 @@ func entryFields(m *core.Outgoing) []any {
 	}
 	if m.OrderingKey != "" {
 		f = append(f, OrderingKeyField, m.OrderingKey)
+	}
+	if m.DedupKey != "" {
+		f = append(f, DedupField, m.DedupKey)
 	}
 	return f
 }
