@@ -41,7 +41,7 @@ func TestEverysecRestartRecovers(t *testing.T) {
 			afterAck++
 		}
 		mu.Unlock()
-		if delivered.Add(1) == total/2 {
+		if delivered.Add(1) == total/4 {
 			close(killNow)
 		}
 		return nil
@@ -53,13 +53,34 @@ func TestEverysecRestartRecovers(t *testing.T) {
 				mu.Unlock()
 			}
 		}))
-	for i := range total {
-		body := "m" + strconv.Itoa(i)
-		publish(t, url, stream, body, nil)
-		mu.Lock()
-		published[body] = true
-		mu.Unlock()
-	}
+	// The publisher runs through the kill: a publish that fails is tried again, and only a
+	// confirmed one is counted. It sets done before its last message, so the settlement of that
+	// message sees it.
+	var done atomic.Bool
+	testCtx := t.Context()
+	go func() {
+		for i := range total + 1 {
+			body := "m" + strconv.Itoa(i)
+			if i == total {
+				done.Store(true)
+				body = "end"
+			}
+			for {
+				if testCtx.Err() != nil { // the test ended (failed) first
+					return
+				}
+				ctx, cancel := context.WithTimeout(testCtx, 5*time.Second)
+				_, err := publishRaw(ctx, url, stream, []byte(body), nil)
+				cancel()
+				if err == nil {
+					break
+				}
+			}
+			mu.Lock()
+			published[body] = true
+			mu.Unlock()
+		}
+	}()
 	<-killNow
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
@@ -70,7 +91,7 @@ func TestEverysecRestartRecovers(t *testing.T) {
 	admin := newAdmin(t, url, "{everysec}")
 	ctx := context.Background()
 	a.rec.WaitFor(func([]core.Settlement) bool {
-		return admin.XLen(ctx, stream).Val() == 0 && admin.XPending(ctx, stream, "settle").Val().Count == 0
+		return done.Load() && admin.XLen(ctx, stream).Val() == 0 && admin.XPending(ctx, stream, "settle").Val().Count == 0
 	})
 	a.stop()
 	mu.Lock()
