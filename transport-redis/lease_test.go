@@ -11,8 +11,12 @@ import (
 	redisq "github.com/settlehq/settle/transport-redis"
 )
 
-// A delivery whose entry was claimed again by another consumer cannot settle it: its ack fails
-// with ErrLeaseLost and the entry stays, pending for the consumer that claimed it.
+// fenceLease is the lease of the fencing test.
+const fenceLease = 2 * time.Second
+
+// A delivery whose entry was claimed again by another consumer cannot settle it: its lease
+// extensions leave the entry to the new owner, its ack fails with ErrLeaseLost, and the entry
+// stays, pending for the consumer that claimed it.
 func TestSettlementAfterReclaimIsFenced(t *testing.T) {
 	url := realServer(t)
 	prefix := uniquePrefix()
@@ -27,8 +31,11 @@ func TestSettlementAfterReclaimIsFenced(t *testing.T) {
 			t.Errorf("XCLAIM by another consumer: %v", err)
 		}
 		close(stolen)
+		// The handler works on past an extension round (a third of the lease), and not so long
+		// that the thief's claim ages past the lease: the extension must leave the entry to it.
+		<-time.After(fenceLease / 2)
 		return nil
-	}, nil, raw)
+	}, []redisq.QueueOption{redisq.Lease(fenceLease)}, raw)
 	id := publish(t, url, stream, "m1", nil)
 	<-stolen
 	s := a.rec.WaitSettled(1)
