@@ -60,7 +60,7 @@ func (s *sender) Clock() clock.Clock { return s.q.c.clock }
 func (s *sender) Send(ctx context.Context, msgs []core.Outgoing) []core.Receipt {
 	rs := make([]core.Receipt, len(msgs))
 	cmds := make([]redis.Cmder, len(msgs))
-	var scripted map[int][]any // the arguments of scripted messages, for a NOSCRIPT retry
+	var scripted [][]any // the arguments of scripted messages by index, for a NOSCRIPT retry
 	now := s.q.c.clock.Now()
 	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range msgs {
@@ -83,7 +83,7 @@ func (s *sender) Send(ctx context.Context, msgs []core.Outgoing) []core.Receipt 
 			args := append([]any{m.DedupKey, m.ID, due}, entryFields(m)...)
 			cmds[i] = publishScript.EvalSha(ctx, p, s.keys, args...)
 			if scripted == nil {
-				scripted = make(map[int][]any)
+				scripted = make([][]any, len(msgs))
 			}
 			scripted[i] = args
 		}
@@ -93,8 +93,8 @@ func (s *sender) Send(ctx context.Context, msgs []core.Outgoing) []core.Receipt 
 		if c == nil {
 			continue
 		}
-		if args, ok := scripted[i]; ok {
-			rs[i] = s.scripted(ctx, c, args)
+		if scripted != nil && scripted[i] != nil {
+			rs[i] = s.scripted(ctx, c, scripted[i])
 			continue
 		}
 		if err := c.Err(); err != nil {
