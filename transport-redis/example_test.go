@@ -3,10 +3,13 @@ package redisq_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"testing"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/coretest"
 	redisq "github.com/settlehq/settle/transport-redis"
 	"github.com/settlehq/settle/transport-redis/redistest"
 )
@@ -19,7 +22,8 @@ type refund struct {
 // A refunds service on a Redis stream: a busy processor retries once, and a refund that keeps
 // failing would move to the stream "{refunds}.dead" after five attempts. The example starts a
 // redis-server of its own; give redisq.Open a real server's URL ("redis://127.0.0.1:6379/0")
-// instead.
+// instead. (It has no Output line because go test could not skip it on a machine without a
+// redis-server binary: TestExample runs it and checks what it prints, or skips saying why.)
 func Example() {
 	dir, _ := os.MkdirTemp("", "redisq-example-")
 	defer os.RemoveAll(dir)
@@ -79,8 +83,36 @@ func Example() {
 	if err := <-ran; err != nil {
 		fmt.Println(err)
 	}
-	// Output:
-	// published r-42
-	// r-42: processor busy, retrying
-	// r-42 (id r-42): refunded 1250 cents on attempt 2
+}
+
+// exampleOutput is what Example prints.
+const exampleOutput = `published r-42
+r-42: processor busy, retrying
+r-42 (id r-42): refunded 1250 cents on attempt 2
+`
+
+// TestExample runs Example where a redis-server binary can be started, and checks its output.
+func TestExample(t *testing.T) {
+	if _, err := redistest.Binary(); err != nil {
+		coretest.ServerUnavailable(t, "a redis-server binary to start", "PATH or SETTLE_REDIS_SERVER", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	printed := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(r)
+		printed <- b
+	}()
+	func() {
+		defer func() { os.Stdout = stdout }()
+		Example()
+	}()
+	_ = w.Close()
+	if got := string(<-printed); got != exampleOutput {
+		t.Fatalf("Example printed\n%s\nwant\n%s", got, exampleOutput)
+	}
 }

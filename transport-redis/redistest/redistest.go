@@ -21,7 +21,7 @@ import (
 // Binary is the redis-server the package starts: $SETTLE_REDIS_SERVER, or redis-server on PATH.
 func Binary() (string, error) {
 	if b := os.Getenv("SETTLE_REDIS_SERVER"); b != "" {
-		return b, nil
+		return exec.LookPath(b) // an executable that is not there is no binary
 	}
 	return exec.LookPath("redis-server")
 }
