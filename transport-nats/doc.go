@@ -30,9 +30,12 @@
 // subject of the subscription's own inbox (one NATS subscription per subscription, on the
 // connection's inbox prefix), and the answer reports the settlement; Finish returns at once and
 // the worker goes on, so a confirmation that is slow or never comes holds no worker and stops no
-// fetch. It waits at most RequestTimeout and at most the AckWait (one timer per subscription);
-// one that times out is reported as a failed settlement, and the message comes back after its
-// AckWait (at-least-once).
+// fetch. It waits at most RequestTimeout and at most the AckWait (one timer per subscription).
+// One that times out, or whose connection drops before the answer, is reported as unknown
+// (ErrSettlementUnknown, matching core.ErrSettlementUnknown): the server may have applied it and
+// lost the answer — the message is gone — or not, and the message comes back after its AckWait
+// (at-least-once). A frame that could not be sent, or that no consumer took ("no responders"), is
+// a failed settlement.
 //
 // # One delivery in hand per message
 //
