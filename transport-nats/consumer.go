@@ -134,6 +134,7 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 	c.acks.c = c
 	c.win = newWindow(c.clock, c.lease, c.batch, ci != nil && ci.NumAckPending > 0)
 	c.dl = dlBackoff{min: q.c.dlWait[0], max: q.c.dlWait[1]}
+	c.warnDurability(ctx, t.si)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.watchAdvisories(); err != nil {
 		c.cancel()
