@@ -61,6 +61,17 @@
 // publishes a max-deliveries advisory, which the subscription logs with stream, consumer and
 // stream sequence.
 //
+// # Stranded messages
+//
+// A message of the queue that the stream still holds at or below the consumer's ack floor is
+// never delivered again: a crash of a server that writes JetStream in the background (before
+// 2.10; 2.10+ without sync_interval: always, on a power loss) can leave settled messages there,
+// and MaxDeliver leaves the ones it stopped. Ops.Stats counts them (ops.Stats.Stranded), a
+// subscription's health warns of them (CheckHealth), and Ops.ListStranded and
+// Ops.RepairStranded list them and move them, to the dead letter or back to the queue, each
+// copy stored before its original goes. At start a subscription logs one line when its stream
+// has one replica on a server that does not sync every write (or when it cannot tell).
+//
 // # Leases and fetching
 //
 // A subscription sizes its fetches itself: from its worker count (core.Workers), growing while
