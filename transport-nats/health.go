@@ -31,7 +31,7 @@ type strandedWatch struct {
 // makes none, and one that fails reports nothing (the connection's own health says why).
 func (c *consumer) CheckHealth(ctx context.Context) core.ComponentHealth {
 	h := core.ComponentHealth{Status: core.HealthPass}
-	if c.st == nil || c.st.CachedInfo().Config.Retention == jetstream.LimitsPolicy || !c.nc.IsConnected() {
+	if c.st == nil || c.st.CachedInfo().Config.Retention != jetstream.WorkQueuePolicy || !c.nc.IsConnected() {
 		return h // disconnected: the Conn's health says so, and a request would wait out the check
 	}
 	began := time.Now()

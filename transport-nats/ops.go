@@ -176,7 +176,7 @@ func (o *Ops) Stats(ctx context.Context) (ops.Stats, error) {
 		if err := o.oldest(ctx, st, ci.Delivered.Stream+1, s.Ready, &s); err != nil {
 			return s, err
 		}
-		if st.CachedInfo().Config.Retention != jetstream.LimitsPolicy {
+		if st.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy { // others keep messages by design
 			if s.Stranded, err = o.countStranded(ctx, strandedScope{st: st, floor: ci.AckFloor.Stream}); err != nil {
 				return s, err
 			}

@@ -16,7 +16,7 @@ import (
 
 // Stranded messages.
 //
-// A work-queue (or interest) stream removes a message once its consumer has acknowledged or
+// A work-queue stream removes a message once its consumer has acknowledged or
 // terminated it, and the consumer's ack floor says up to which stream sequence everything is
 // settled. A message of the consumer's subject that the stream still holds at or below that
 // floor is never delivered again: it is stranded. Two things leave one there:
@@ -146,8 +146,8 @@ func (o *Ops) scope(ctx context.Context) (strandedScope, error) {
 
 func (o *Ops) scopeOf(ctx context.Context, st jetstream.Stream) (strandedScope, error) {
 	sc := strandedScope{st: st}
-	if st.CachedInfo().Config.Retention == jetstream.LimitsPolicy {
-		sc.why = fmt.Sprintf("stream %q has limits retention: it keeps acknowledged messages by design", o.stream)
+	if r := st.CachedInfo().Config.Retention; r != jetstream.WorkQueuePolicy {
+		sc.why = fmt.Sprintf("stream %q has %v retention: it keeps messages other consumers (or its limits) hold", o.stream, r)
 		return sc, nil
 	}
 	cons, err := st.Consumer(ctx, o.durable)

@@ -307,3 +307,66 @@ func TestCrashStrandedMessagesDetectedAndRepaired(t *testing.T) {
 		t.Fatalf("handler ran %d times; want %d", n, len(bodies))
 	}
 }
+
+// A stream that keeps acknowledged messages by design (limits or interest retention) strands
+// nothing: a message below the consumer's ack floor is one it keeps, counted and repaired as
+// nothing.
+func TestKeptMessagesAreNotStranded(t *testing.T) {
+	for _, retention := range []jetstream.RetentionPolicy{jetstream.LimitsPolicy, jetstream.InterestPolicy} {
+		t.Run(retention.String(), func(t *testing.T) {
+			eachServer(t, func(t *testing.T, url string) {
+				prefix := uniquePrefix(t)
+				a := newAdmin(t, url)
+				a.deleteStreamsOnCleanup(t, prefix)
+				ctx, cancel := contextWithTimeout(coretest.WaitTimeout)
+				defer cancel()
+				subject, stream := prefix+".work", prefix+"_work"
+				st, err := a.js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Retention: retention})
+				if err != nil {
+					t.Fatal(err)
+				}
+				// A second consumer of an interest stream keeps what the first acknowledged.
+				for _, name := range []string{stream, stream + "_other"} {
+					if _, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: name, FilterSubject: subject, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := a.js.Publish(ctx, subject, []byte("kept")); err != nil {
+					t.Fatal(err)
+				}
+				cons, err := st.Consumer(ctx, stream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for m := range b.Messages() {
+					if err := m.DoubleAck(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c, err := natsjs.New(url, natsjs.WithLogger(testLogger()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				o, err := natsjs.NewOps(ctx, c, subject, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, err := o.Stats(ctx)
+				if err != nil || s.Stranded != 0 {
+					t.Fatalf("stats %+v, %v; want nothing stranded", s, err)
+				}
+				if n, err := o.RepairStranded(ctx, natsjs.StrandedSelection{All: true}, natsjs.RepairToQueue, nil); n != 0 || err != nil {
+					t.Fatalf("repair: %d, %v; want nothing to do", n, err)
+				}
+				if si, err := st.Info(ctx); err != nil || si.State.Msgs != 1 {
+					t.Fatalf("stream %v, %v; want the message kept", si, err)
+				}
+			})
+		})
+	}
+}
