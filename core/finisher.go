@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/settlehq/settle/core/clock"
@@ -26,6 +27,16 @@ type Finisher interface {
 // Settled reports the settlement of one delivery. Core creates one per subscription, so
 // reporting allocates nothing.
 type Settled func(d Delivery, v Verdict, err error)
+
+// ErrSettlementUnknown is matched (errors.Is) by a settlement error when the backend sent the
+// settlement but cannot tell whether the server applied it: the frame or statement left, and its
+// confirmation was lost (the connection dropped before the answer came, or the answer did not
+// come in time). Such a settlement is neither durable nor failed: the message is gone if the
+// server applied it, and comes back as an abandoned one would if it did not. A backend reports
+// it as the settlement's error, wrapped in its own (which names the frame and the message), so
+// that core logs it as unknown and reports EventSettlementUnknown instead of a failure. An
+// error that does not match it says the settlement was not applied.
+var ErrSettlementUnknown = errors.New("settlement unknown: sent, but the server's confirmation was lost")
 
 // Source hands out deliveries for one subscription: a claim loop over a queue table, an AMQP
 // consumer. Core never calls Next concurrently (each call completes before the next begins,

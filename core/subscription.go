@@ -361,10 +361,17 @@ func (s *subscription) onSettled(d Delivery, v Verdict, err error) {
 	// One clock read serves the health's last settlement and the observers' Settlement.At.
 	var now time.Time
 	if err != nil {
-		s.info.Logger.Warn("settle: settlement failed; the message returns as an abandoned one",
-			"message_id", d.ID(), "attempt", d.Attempt(), "verdict", v.String(), "error", err)
+		kind := EventSettlementFailed
+		if errors.Is(err, ErrSettlementUnknown) {
+			kind = EventSettlementUnknown
+			s.info.Logger.Warn("settle: settlement unknown; it was sent but not confirmed: the message is gone if the server applied it, and returns as an abandoned one if not",
+				"message_id", d.ID(), "attempt", d.Attempt(), "verdict", v.String(), "error", err)
+		} else {
+			s.info.Logger.Warn("settle: settlement failed; the message returns as an abandoned one",
+				"message_id", d.ID(), "attempt", d.Attempt(), "verdict", v.String(), "error", err)
+		}
 		s.fail(err)
-		s.report(Event{Kind: EventSettlementFailed, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
+		s.report(Event{Kind: kind, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
 	} else {
 		now = s.app.clock.Now()
 		s.settledAt.Store(now.UnixNano())

@@ -63,6 +63,8 @@ Usage:
   settle dead show ID                one dead letter: why, headers, payload
   settle dead redrive ID… | --all | FILTER   send dead letters back to their queue
   settle dead purge ID… | --all | FILTER     delete dead letters for good
+  settle stranded [ls]               NATS: messages the stream holds and will never deliver again
+  settle stranded repair SEQ… | --all [--to dead|queue]   move them to the dead letter or the queue
   settle console [--listen 127.0.0.1:8080] [--target T]…   the web console
   settle asyncapi [--out FILE] -- COMMAND…   the AsyncAPI document of a program's App
 
@@ -121,6 +123,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdConsole(ctx, rest, stdout, stderr)
 	case "asyncapi":
 		return cmdAsyncAPI(ctx, rest, stdout, stderr)
+	case "stranded":
+		return cmdStranded(ctx, rest, stdout, stderr)
 	case "dead":
 		if len(rest) == 0 {
 			return usageErr("settle dead: name a subcommand: ls, show, redrive or purge")
@@ -137,7 +141,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return usageErr("settle dead: unknown subcommand %q (ls, show, redrive, purge)", rest[0])
 	}
-	return usageErr("unknown command %q (stats, dead, console; settle help)", cmd)
+	return usageErr("unknown command %q (stats, dead, stranded, console; settle help)", cmd)
 }
 
 // common are the flags every command takes.

@@ -44,6 +44,9 @@ func printStats(w io.Writer, all []ops.Stats) {
 		for _, u := range s.Unmeasured {
 			notes = append(notes, fmt.Sprintf("- %s %s: %s", s.Queue, strings.ReplaceAll(string(u.Figure), "_", " "), u.Why))
 		}
+		if s.Stranded > 0 {
+			notes = append(notes, fmt.Sprintf("- %s: %d stranded: held by the stream, never delivered again (settle stranded)", s.Queue, s.Stranded))
+		}
 	}
 	tw.Flush()
 	if len(all) == 1 && all[0].DeadLetter != "" {
@@ -129,6 +132,7 @@ type statsOut struct {
 	InFlight     *int64           `json:"in_flight"`
 	Dead         *int64           `json:"dead"`
 	OldestReadyS *float64         `json:"oldest_ready_seconds"`
+	Stranded     int64            `json:"stranded,omitempty"`
 	At           time.Time        `json:"at"`
 	Unmeasured   []ops.Unmeasured `json:"unmeasured,omitempty"`
 }
@@ -142,7 +146,7 @@ func statsJSON(s ops.Stats) statsOut {
 	}
 	out := statsOut{Queue: s.Queue, DeadLetter: s.DeadLetter, Ready: n(ops.FigureReady, s.Ready),
 		Delayed: n(ops.FigureDelayed, s.Delayed), InFlight: n(ops.FigureInFlight, s.InFlight),
-		Dead: n(ops.FigureDead, s.Dead), At: s.At, Unmeasured: s.Unmeasured}
+		Dead: n(ops.FigureDead, s.Dead), Stranded: s.Stranded, At: s.At, Unmeasured: s.Unmeasured}
 	if console.HasOldest(s) {
 		secs := s.OldestReady.Seconds()
 		out.OldestReadyS = &secs
