@@ -33,29 +33,37 @@ func (r *Recorder) Observe(s core.Settlement) {
 }
 
 // WaitSettled waits until at least n settlements have happened in total and returns them all.
-// It fails the test when WaitTimeout passes first.
+// It fails the test when WaitTimeout passes with no new settlement first.
 func (r *Recorder) WaitSettled(n int) []core.Settlement {
 	r.t.Helper()
 	return r.WaitFor(func(all []core.Settlement) bool { return len(all) >= n })
 }
 
-// WaitFor waits until cond holds for the settlements so far, and returns them.
+// WaitFor waits until cond holds for the settlements so far, and returns them. It fails the test
+// when WaitTimeout passes with no new settlement: a long drain on a loaded machine is waited
+// for as long as it makes progress, a stuck one fails a WaitTimeout after its last settlement.
 func (r *Recorder) WaitFor(cond func([]core.Settlement) bool) []core.Settlement {
 	r.t.Helper()
 	deadline := time.NewTimer(WaitTimeout)
 	defer deadline.Stop()
+	seen := 0
 	for {
 		r.mu.Lock()
-		all := append([]core.Settlement(nil), r.settlements...)
+		// settlements is only appended to: a view capped at its length never changes.
+		all := r.settlements[:len(r.settlements):len(r.settlements)]
 		ch := r.changed
 		r.mu.Unlock()
 		if cond(all) {
-			return all
+			return append([]core.Settlement(nil), all...)
+		}
+		if len(all) > seen {
+			seen = len(all)
+			deadline.Reset(WaitTimeout)
 		}
 		select {
 		case <-ch:
 		case <-deadline.C:
-			r.t.Fatalf("waited %v for settlements; saw %d: %v", WaitTimeout, len(all), describe(all))
+			r.t.Fatalf("waited %v after the last settlement; saw %d, the last ones: %v", WaitTimeout, len(all), describe(all[max(0, len(all)-20):]))
 			return nil
 		}
 	}
