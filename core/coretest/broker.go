@@ -59,6 +59,12 @@ type memQueue struct {
 	wake    chan struct{}           // closed and replaced when a message is pushed
 	held    map[*Stored]clock.Timer // published with a NotBefore still to come
 	pending map[string]string       // dedup key → id of the pending message that holds it
+
+	// ordered is set once an ordered subscription (core.Ordered) opened on the queue: from
+	// then on at most one message of each ordering key is ready, handed out or delayed (the
+	// key's head), and lanes hold the others (see ordered.go).
+	ordered bool
+	lanes   map[string][]*Stored // held key → the messages waiting behind its head, in order
 }
 
 // NewBroker returns an empty in-memory broker on c that logs its in-process delays to log.
@@ -88,6 +94,18 @@ func (b *Broker) push(name string, m *Stored, head bool) {
 // for head (an abandoned delivery), in front of those of its priority or below. b.mu is held.
 func (b *Broker) pushLocked(name string, m *Stored, head bool) {
 	q := b.queue(name)
+	if q.ordered && m.OrderingKey != "" {
+		if _, held := q.lanes[m.OrderingKey]; held {
+			q.lanes[m.OrderingKey] = append(q.lanes[m.OrderingKey], m)
+			return
+		}
+		q.lanes[m.OrderingKey] = nil // m holds its key now
+	}
+	q.readyLocked(m, head)
+}
+
+// readyLocked makes m ready on q, behind or (head) in front of the messages of its priority.
+func (q *memQueue) readyLocked(m *Stored, head bool) {
 	i := len(q.ready)
 	if head {
 		i = 0
@@ -124,11 +142,17 @@ func (b *Broker) snapshot(queue string, take bool) []Stored {
 	if q == nil {
 		return nil
 	}
-	out := make([]Stored, len(q.ready))
+	out := make([]Stored, len(q.ready), len(q.ready)+q.waiting())
 	for i, m := range q.ready {
 		out[i] = *m
 	}
+	out = q.appendWaiting(out, take)
 	if take {
+		for _, m := range q.ready {
+			if q.ordered && m.OrderingKey != "" {
+				delete(q.lanes, m.OrderingKey) // a ready head: nothing of its key is left
+			}
+		}
 		q.ready = nil
 	}
 	return out
@@ -206,8 +230,11 @@ func (e *Endpoint) Open(ctx context.Context, sub core.Subscription) (core.Source
 	if e.b.closed {
 		return nil, nil, fmt.Errorf("in-memory queue %q: %w", e.name, core.ErrClosed)
 	}
-	e.b.queue(e.name)
-	return &source{e: e}, &finisher{e: e}, nil
+	q := e.b.queue(e.name)
+	if sub.Options.Ordered() {
+		q.orderLocked()
+	}
+	return &source{e: e}, &finisher{e: e, held: core.NewHeldKeys(sub.Logger, e.b.clock, 10*time.Second)}, nil
 }
 
 type delivery struct {
@@ -265,7 +292,10 @@ func (s *source) Next(ctx context.Context) (core.Delivery, error) {
 
 func (s *source) Close() error { return nil }
 
-type finisher struct{ e *Endpoint }
+type finisher struct {
+	e    *Endpoint
+	held *core.HeldKeys // logs the keys a retry holds
+}
 
 // SettlesReplies reports whether t is a queue of the same broker: the replies to it are
 // published with the acknowledgement, under one lock (core.ReplySettler).
@@ -284,7 +314,7 @@ func (f *finisher) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 	}
 	if v.Action == core.ActRetryAfter {
 		c := next()
-		b.delays.Schedule(md.queue, d, v.Delay, func() { b.push(md.queue, c, false) })
+		b.delays.Schedule(md.queue, d, v.Delay, func() { b.back(md.queue, c, false) })
 	}
 	var err error
 	b.mu.Lock()
@@ -292,16 +322,19 @@ func (f *finisher) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 	switch v.Action {
 	case core.ActAck:
 		if err = f.replies(v.Replies); err != nil {
-			b.pushLocked(md.queue, md.m, true) // not acknowledged: it comes back, as an abandoned one
+			q.backLocked(md.m, true) // not acknowledged: it comes back, as an abandoned one
 			break
 		}
 		q.release(md.m)
+		q.settleKeyLocked(md.m)
 	case core.ActDrop:
 		q.release(md.m)
+		q.settleKeyLocked(md.m)
 	case core.ActRetry:
-		b.pushLocked(md.queue, next(), false)
+		q.backLocked(next(), false)
 	case core.ActDeadLetter:
 		q.release(md.m)
+		q.settleKeyLocked(md.m)
 		c := *md.m
 		c.DedupKey = ""
 		c.Headers = maps.Clone(c.Headers)
@@ -311,7 +344,12 @@ func (f *finisher) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		core.NewDeadLetterInfo(d, v, md.queue, b.clock.Now()).AddTo(c.Headers)
 		b.pushLocked(v.Dest, &c, false)
 	case core.ActAbandon:
-		b.pushLocked(md.queue, md.m, true)
+		q.backLocked(md.m, true)
+	}
+	if (v.Action == core.ActRetry || v.Action == core.ActRetryAfter) && q.ordered && md.m.OrderingKey != "" {
+		if n := len(q.lanes[md.m.OrderingKey]); n > 0 {
+			f.held.Wait(md.queue, md.m.OrderingKey, md.m.ID, md.m.Attempt, n)
+		}
 	}
 	q.unacked--
 	b.mu.Unlock()

@@ -34,6 +34,9 @@ type Features struct {
 	CountsAtTake bool
 	// Publish declares the backend's publishing capabilities, for the Publishing section.
 	Publish PublishFeatures
+	// Ordered declares whether the backend honours core.Ordered(), for the Ordered section
+	// (Undeclared skips it, naming this field; Refused proves the refusal).
+	Ordered Capability
 }
 
 // Capability is what a backend declares about one publishing capability. The zero value,
@@ -158,6 +161,13 @@ func Run(t *testing.T, newEnv Factory) {
 	}
 	t.Run("Publishing", func(t *testing.T) {
 		for _, c := range publishing {
+			t.Run(c.name, func(t *testing.T) {
+				c.run(t, newEnv(t))
+			})
+		}
+	})
+	t.Run("Ordered", func(t *testing.T) {
+		for _, c := range ordered {
 			t.Run(c.name, func(t *testing.T) {
 				c.run(t, newEnv(t))
 			})
