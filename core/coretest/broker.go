@@ -56,9 +56,12 @@ type Stored struct {
 type memQueue struct {
 	ready   []*Stored // by priority, highest first; in order of arrival within one
 	unacked int
-	wake    chan struct{}           // closed and replaced when a message is pushed
-	held    map[*Stored]clock.Timer // published with a NotBefore still to come
-	pending map[string]string       // dedup key → id of the pending message that holds it
+	wake    chan struct{} // closed and replaced when a message is pushed while sources wait on it
+	// sleepers counts the sources waiting on wake (reset when it is closed; one that gave up
+	// waiting only costs a needless close).
+	sleepers int
+	held     map[*Stored]clock.Timer // published with a NotBefore still to come
+	pending  map[string]string       // dedup key → id of the pending message that holds it
 
 	// ordered is set once an ordered subscription (core.Ordered) opened on the queue: from
 	// then on at most one message of each ordering key is ready, handed out or delayed (the
@@ -118,8 +121,11 @@ func (q *memQueue) readyLocked(m *Stored, head bool) {
 		}
 	}
 	q.ready = slices.Insert(q.ready, i, m)
-	close(q.wake)
-	q.wake = make(chan struct{})
+	if q.sleepers > 0 {
+		close(q.wake)
+		q.wake = make(chan struct{})
+		q.sleepers = 0
+	}
 }
 
 // Publish enqueues a fresh message (attempt 1) and returns its id.
@@ -281,6 +287,7 @@ func (s *source) Next(ctx context.Context) (core.Delivery, error) {
 			return &delivery{m: m, queue: s.e.name}, nil
 		}
 		wake := q.wake
+		q.sleepers++
 		b.mu.Unlock()
 		select {
 		case <-ctx.Done():

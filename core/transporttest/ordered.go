@@ -78,6 +78,7 @@ func orderedRefusal(t *testing.T, env Env) {
 	if !errors.Is(err, core.ErrUnsupported) || !strings.Contains(err.Error(), "core.Ordered()") {
 		t.Fatalf("App.Run with core.Ordered() = %v; want an error matching core.ErrUnsupported that names core.Ordered() (Features.Ordered is Refused: declare it Supported if the backend orders keys)", err)
 	}
+	t.Logf("refused: %v", err)
 }
 
 // plan is what the ledger case's handler does with one message.
