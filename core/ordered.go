@@ -51,17 +51,18 @@ func (o *Options) unreadOrdered(ep Endpoint) error {
 	}
 	return &UnsupportedError{
 		Option:  orderedOption,
-		Backend: endpointName(ep),
+		Backend: endpointName(ep, o),
 		Reason:  "the backend does not order the messages of a key (it declares no ordering)",
 		Instead: "subscribe without core.Ordered() to handle the queue unordered, or use a backend that orders keys (docs/ordering.md)",
 	}
 }
 
-// endpointName names ep as its errors do: its backend and queue where it describes itself,
-// otherwise its Go type and queue.
-func endpointName(ep Endpoint) string {
+// endpointName names ep as its errors do: its backend and queue where it describes itself
+// (for a subscription with options o), otherwise its Go type and queue.
+func endpointName(ep Endpoint, o *Options) string {
 	if d, ok := ep.(Describer); ok {
-		if b := d.Describe(SubscriptionDescription{Queue: ep.Queue()}).Backend; b != "" {
+		sub := SubscriptionDescription{Name: o.Name, Queue: ep.Queue(), Cap: o.Cap, DeadLetterTo: o.DeadLetterTo, Workers: o.Workers}
+		if b := d.Describe(sub).Backend; b != "" {
 			return fmt.Sprintf("%s queue %q", b, ep.Queue())
 		}
 	}

@@ -21,6 +21,10 @@ import (
 // dead letter lands in the named queue with the attempt it was last delivered with; an abandoned
 // delivery goes back to the head with its attempt unchanged.
 //
+// It honours core.Ordered: once an ordered subscription opens on a queue, one message of each
+// ordering key is ready or handed out at a time, a retried or abandoned one keeps its key, and
+// claims rotate over keys (see docs/ordering.md).
+//
 // Its queues are core.Targets too, honouring every publish option (see Queue), and its
 // Finisher publishes replies to its own queues atomically with the ack (core.ReplySettler).
 type Broker struct {

@@ -163,13 +163,16 @@ func (l *ledger) wait(t *testing.T) {
 	}
 }
 
-// pump fires the virtual clock's timers as they are armed (the retry-after copies), until ctx
-// is done; on real time it does nothing.
-func pump(ctx context.Context, env Env) {
+// pump fires the virtual clock's timers as they are armed (the retry-after copies) until stop
+// is called, which returns once it has stopped; on real time it does nothing.
+func pump(env Env) (stop func()) {
 	if env.Virtual == nil {
-		return
+		return func() {}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		for ctx.Err() == nil {
 			if due, ok := env.Virtual.NextDue(); ok {
 				env.Virtual.AdvanceTo(due)
@@ -178,6 +181,7 @@ func pump(ctx context.Context, env Env) {
 			_ = env.Virtual.BlockUntil(ctx, 1)
 		}
 	}()
+	return func() { cancel(); <-done }
 }
 
 // orderedHandler returns the ledger case's handler: each message does what plans says, and the
@@ -242,12 +246,11 @@ func orderedLedger(t *testing.T, env Env) {
 	}
 	l := &ledger{keys: make([]keyState, keys), remaining: keys*per + free, done: make(chan struct{})}
 	h := orderedHandler(env, l, plans)
-	ctx, stopPump := context.WithCancel(context.Background())
-	defer stopPump()
-	pump(ctx, env)
 	// Two Apps stand in for two processes, each with two subscriptions. They run at once, so
-	// the leak check is taken around both.
+	// the leak check is taken around both (and the clock's pump).
 	leaks := env.LeakCheck.Check(t)
+	stopPump := sync.OnceFunc(pump(env))
+	defer stopPump()
 	both := env
 	both.LeakCheck = nil
 	var apps []*app
