@@ -71,7 +71,7 @@ type memQueue struct {
 	// then on at most one message of each ordering key is ready, handed out or delayed (the
 	// key's head), and lanes hold the others (see ordered.go).
 	ordered bool
-	lanes   map[string][]*Stored // held key → the messages waiting behind its head, in order
+	lanes   map[string]*lane // held key → the messages waiting behind its head
 }
 
 // NewBroker returns an empty in-memory broker on c that logs its in-process delays to log.
@@ -101,12 +101,8 @@ func (b *Broker) push(name string, m *Stored, head bool) {
 // for head (an abandoned delivery), in front of those of its priority or below. b.mu is held.
 func (b *Broker) pushLocked(name string, m *Stored, head bool) {
 	q := b.queue(name)
-	if q.ordered && m.OrderingKey != "" {
-		if _, held := q.lanes[m.OrderingKey]; held {
-			q.lanes[m.OrderingKey] = append(q.lanes[m.OrderingKey], m)
-			return
-		}
-		q.lanes[m.OrderingKey] = nil // m holds its key now
+	if q.ordered && q.queueBehind(m) {
+		return
 	}
 	q.readyLocked(m, head)
 }
@@ -358,7 +354,8 @@ func (f *finisher) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		q.backLocked(md.m, true)
 	}
 	if (v.Action == core.ActRetry || v.Action == core.ActRetryAfter) && q.ordered && md.m.OrderingKey != "" {
-		if n := len(q.lanes[md.m.OrderingKey]); n > 0 {
+		if l := q.lanes[md.m.OrderingKey]; l != nil && len(l.waiting) > 0 {
+			n := len(l.waiting)
 			f.held.Wait(md.queue, md.m.OrderingKey, md.m.ID, md.m.Attempt, n)
 		}
 	}

@@ -12,6 +12,24 @@ package coretest
 
 import "slices"
 
+// lane is a held key: the messages of the key waiting behind its head, in publish order.
+type lane struct{ waiting []*Stored }
+
+// queueBehind puts m, a fresh message of an ordered queue, in its key's lane when its key is
+// held, and reports whether it did; otherwise m holds its key now (it goes to the ready
+// backlog). b.mu is held.
+func (q *memQueue) queueBehind(m *Stored) bool {
+	if m.OrderingKey == "" {
+		return false
+	}
+	if l := q.lanes[m.OrderingKey]; l != nil {
+		l.waiting = append(l.waiting, m)
+		return true
+	}
+	q.lanes[m.OrderingKey] = &lane{}
+	return false
+}
+
 // orderLocked turns ordering on for q, moving each key's messages behind its first ready one
 // into its lane; b.mu is held.
 func (q *memQueue) orderLocked() {
@@ -19,17 +37,12 @@ func (q *memQueue) orderLocked() {
 		return
 	}
 	q.ordered = true
-	q.lanes = make(map[string][]*Stored)
+	q.lanes = make(map[string]*lane)
 	ready := q.ready[:0]
 	for _, m := range q.ready {
-		if m.OrderingKey != "" {
-			if _, held := q.lanes[m.OrderingKey]; held {
-				q.lanes[m.OrderingKey] = append(q.lanes[m.OrderingKey], m)
-				continue
-			}
-			q.lanes[m.OrderingKey] = nil
+		if !q.queueBehind(m) {
+			ready = append(ready, m)
 		}
-		ready = append(ready, m)
 	}
 	clear(q.ready[len(ready):])
 	q.ready = ready
@@ -54,17 +67,17 @@ func (q *memQueue) settleKeyLocked(m *Stored) {
 	if !q.ordered || m.OrderingKey == "" {
 		return
 	}
-	lane, held := q.lanes[m.OrderingKey]
-	if !held {
+	l := q.lanes[m.OrderingKey]
+	if l == nil {
 		return
 	}
-	if len(lane) == 0 {
+	if len(l.waiting) == 0 {
 		delete(q.lanes, m.OrderingKey)
 		return
 	}
-	next := lane[0]
-	lane[0] = nil
-	q.lanes[m.OrderingKey] = lane[1:]
+	next := l.waiting[0]
+	l.waiting[0] = nil
+	l.waiting = l.waiting[1:]
 	q.readyLocked(next, false)
 }
 
@@ -72,7 +85,7 @@ func (q *memQueue) settleKeyLocked(m *Stored) {
 func (q *memQueue) waiting() int {
 	n := 0
 	for _, l := range q.lanes {
-		n += len(l)
+		n += len(l.waiting)
 	}
 	return n
 }
@@ -89,11 +102,11 @@ func (q *memQueue) appendWaiting(out []Stored, take bool) []Stored {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		for _, m := range q.lanes[k] {
+		for _, m := range q.lanes[k].waiting {
 			out = append(out, *m)
 		}
 		if take {
-			q.lanes[k] = nil
+			q.lanes[k].waiting = nil
 		}
 	}
 	return out
