@@ -10,6 +10,8 @@
 // handlers). It runs for a Backend that implements Targeter, and each case that depends on a
 // capability runs as Features.Publish declares it: a capability left Undeclared skips its case
 // with a message naming it, so a backend that has not declared its publishing yet still passes.
+//
+// The "Ordered" section proves core.Ordered (see ordered.go) as Features.Ordered declares it.
 package transporttest
 
 import (
