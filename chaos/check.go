@@ -196,6 +196,9 @@ type Result struct {
 	MaxGap time.Duration
 	// Torn counts ledger lines cut short (a writer killed mid-line).
 	Torn int
+	// Notes are what the driver found worth reporting beside the checks (a repair it made as an
+	// operator would); each is printed under the table.
+	Notes []string
 }
 
 // maxDetails bounds the violations kept in detail per category.

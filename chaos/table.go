@@ -69,6 +69,11 @@ func WriteTable(w io.Writer, rows []Row) error {
 			fmt.Fprintf(w, "\nnote %s/%s/%s: %d messages finished twice, a copy and its original, after a crash between the copy and the original's ack (at-least-once, as documented)\n",
 				r.Trial, r.Backend, r.Form, r.Result.Forked)
 		}
+		if r.Result != nil {
+			for _, n := range r.Result.Notes {
+				fmt.Fprintf(w, "\nnote %s/%s/%s: %s\n", r.Trial, r.Backend, r.Form, n)
+			}
+		}
 		if r.Status == StatusPass {
 			continue
 		}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Starts PostgreSQL, MariaDB, RabbitMQ and NATS (with JetStream) when they are not answering, and
+# Starts PostgreSQL, MariaDB, RabbitMQ, NATS (with JetStream) and Redis when they are not answering, and
 # waits (bounded) until each accepts connections. Idempotent: a running service is left alone.
 set -u
 
@@ -24,6 +24,9 @@ maria_up() {
 }
 rabbit_up() { port_open 5672; }
 nats_up() { port_open 4222; }
+redis_up() {
+	if command -v redis-cli >/dev/null; then [ "$(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" = PONG ]; else port_open 6379; fi
+}
 
 status=0
 if ! pg_up >/dev/null 2>&1; then
@@ -55,6 +58,15 @@ if ! nats_up; then
 		-a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server || true
 fi
 wait_for NATS nats_up 30 || status=1
+
+if ! redis_up; then
+	echo "services: starting Redis"
+	# No persistence: the shared server holds test streams only. Tests that restart Redis start
+	# their own redis-server (transport-redis/redistest).
+	redis-server --bind 127.0.0.1 --port 6379 --daemonize yes --save "" --appendonly no \
+		--pidfile /run/settle-redis.pid --logfile /tmp/settle-redis.log || true
+fi
+wait_for Redis redis_up 30 || status=1
 
 # The web console's browser test (cmd/settle) drives Debian's chromium headless.
 if ! command -v chromium >/dev/null 2>&1; then

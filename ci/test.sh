@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Vets and tests every module of the workspace (go test ./... at the root covers none of them).
 # Prints each module's package results, every skipped test with its reason and every failure in
-# full, one summary line per module, and fails if any module fails.
+# full, running totals after each module, one summary line per module at the end (also when the
+# run is interrupted), and fails if any module fails.
 #
 #   bash ci/test.sh                       # every module
 #   bash ci/test.sh core dialect-sqlite   # those modules only
@@ -37,11 +38,23 @@ trap 'rm -rf "$tmp"' EXIT
 # for the detector); every other run keeps it.
 race=-race
 [ "${SETTLE_TEST_RACE:-1}" = 0 ] && race=
+nmods=$(echo "$mods" | wc -w)
 failed_mods=0 pass=0 fail=0 skip=0 summary=()
+# print_summary prints one line per module tested so far and the totals.
+print_summary() {
+	echo
+	echo "== summary"
+	[ ${#summary[@]} -gt 0 ] && printf '%s\n' "${summary[@]}"
+	echo "tests: $pass passed, $fail failed, $skip skipped; ${#summary[@]} of $nmods modules in $(elapsed $SECONDS)"
+}
+elapsed() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+# A run cut short (Ctrl-C, a CI timeout) still says what the modules done so far counted.
+trap 'trap - INT TERM; echo; echo "ci/test.sh: cut short during $name"; print_summary; exit 130' INT TERM
+name=
 for dir in $mods; do
 	name=${dir#"$PWD/"}
 	echo "== $name"
-	result=ok p=0 f=0 s=0
+	result=ok p=0 f=0 s=0 t0=$SECONDS
 	if ! (cd "$dir" && go vet ./...) >"$tmp/vet" 2>&1; then
 		cat "$tmp/vet"
 		result=FAIL
@@ -51,11 +64,11 @@ for dir in $mods; do
 	read -r p f s <"$tmp/counts" || result=FAIL
 	[ "$result" = FAIL ] && failed_mods=$((failed_mods + 1))
 	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
-	summary+=("$(printf '%-4s %-22s %4d passed, %d failed, %d skipped' "$result" "$name" "$p" "$f" "$s")")
+	summary+=("$(printf '%-4s %-22s %4d passed, %d failed, %d skipped in %s' "$result" "$name" "$p" "$f" "$s" "$(elapsed $((SECONDS - t0)))")")
+	# Running totals after every module, so that a run cut short shows what it counted.
+	printf -- '-- %s %s: %d passed, %d failed, %d skipped in %s; so far %d of %d modules (%d failed): %d passed, %d failed, %d skipped in %s\n' \
+		"$result" "$name" "$p" "$f" "$s" "$(elapsed $((SECONDS - t0)))" ${#summary[@]} "$nmods" "$failed_mods" "$pass" "$fail" "$skip" "$(elapsed $SECONDS)"
 done
 
-echo
-echo "== summary"
-printf '%s\n' "${summary[@]}"
-echo "tests: $pass passed, $fail failed, $skip skipped"
+print_summary
 [ "$failed_mods" -eq 0 ]

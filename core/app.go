@@ -121,9 +121,8 @@ func Subscribe[T any](a *App, ep Endpoint, h Handler[T], opts ...Option) error {
 	if err != nil {
 		return fmt.Errorf("settle: Subscribe on %q: %w", ep.Queue(), err)
 	}
-	name := o.Name
-	if name == "" {
-		name = ep.Queue()
+	if len(o.batchOpts) > 0 {
+		return fmt.Errorf("settle: Subscribe on %q: %s applies to batch subscriptions only (SubscribeBatch)", ep.Queue(), o.batchOpts[0])
 	}
 	codec := o.Codec
 	inner := func(ctx context.Context, d Delivery) error {
@@ -144,6 +143,15 @@ func Subscribe[T any](a *App, ep Endpoint, h Handler[T], opts ...Option) error {
 		}
 		chain = a.middleware[i](chain)
 	}
+	return a.add(ep, o, &subscription{chain: chain, payload: reflect.TypeFor[T]()})
+}
+
+// add registers s, a subscription to ep with options o, under its unique name.
+func (a *App) add(ep Endpoint, o *Options, s *subscription) error {
+	name := o.Name
+	if name == "" {
+		name = ep.Queue()
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.ran {
@@ -153,7 +161,8 @@ func Subscribe[T any](a *App, ep Endpoint, h Handler[T], opts ...Option) error {
 		return fmt.Errorf("settle: Subscribe: subscription name %q is already in use (give one of them core.Name)", name)
 	}
 	a.names[name] = true
-	a.subs = append(a.subs, &subscription{name: name, queue: ep.Queue(), ep: ep, opts: o, chain: chain, payload: reflect.TypeFor[T]()})
+	s.name, s.queue, s.ep, s.opts = name, ep.Queue(), ep, o
+	a.subs = append(a.subs, s)
 	return nil
 }
 

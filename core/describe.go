@@ -65,6 +65,10 @@ type SubscriptionDescription struct {
 	Workers int
 	// Timeout bounds each handler call (0: none).
 	Timeout time.Duration
+	// BatchSize and BatchWait are a batch subscription's (SubscribeBatch); 0 for a
+	// single-message one.
+	BatchSize int
+	BatchWait time.Duration
 	// OnError, OnPanic and OnDecodeError are the failure policies (Policy.String: "retry",
 	// "drop", "dead_letter", "backoff(100ms, 6.4s)").
 	OnError, OnPanic, OnDecodeError string
@@ -242,6 +246,7 @@ func (s *subscription) describe() SubscriptionDescription {
 	sd := SubscriptionDescription{
 		Name: s.name, Queue: s.queue, Payload: s.payload, ContentType: o.Codec.ContentType(),
 		Cap: o.Cap, DeadLetterTo: o.DeadLetterTo, Workers: o.Workers, Timeout: o.Timeout,
+		BatchSize: o.BatchSize, BatchWait: o.BatchWait,
 		OnError: o.OnError.String(), OnPanic: o.OnPanic.String(), OnDecodeError: o.OnDecodeError.String(),
 	}
 	if d, ok := s.ep.(Describer); ok {

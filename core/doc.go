@@ -18,6 +18,10 @@
 // option refuses it with an *UnsupportedError. A handler declared with Replies produces messages
 // with Reply that are published only when its delivery is acknowledged.
 //
+// SubscribeBatch mounts a BatchHandler that gets up to BatchSize messages per call and answers
+// for all of them or for each (BatchResult); every message is still settled on its own through
+// the same verdicts, and a backend whose Finisher is a BatchFinisher settles a batch together.
+//
 // The subpackages hold the parts every backend shares: clock (real and virtual time), coretest
 // (an in-memory backend and a test harness on virtual time) and transporttest (the conformance
 // suite every backend runs).

@@ -12,6 +12,10 @@ const (
 	// EventSettlementFailed: a settlement could not be made durable; the message returns as
 	// an abandoned one would.
 	EventSettlementFailed EventKind = "settlement_failed"
+	// EventSettlementUnknown: a settlement was sent but its confirmation was lost
+	// (ErrSettlementUnknown): the message is gone if the server applied it, and returns as an
+	// abandoned one would if it did not.
+	EventSettlementUnknown EventKind = "settlement_unknown"
 	// EventCopyRefused: the broker refused or could not route a copy settle published (a retry,
 	// a delayed copy, a dead letter); the original was left unacknowledged.
 	EventCopyRefused EventKind = "copy_refused"

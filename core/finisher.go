@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/settlehq/settle/core/clock"
@@ -14,7 +15,8 @@ import (
 // nil) or has failed. It may call settled before it returns (one statement or frame per message)
 // or later, from another goroutine, when it groups the settlements of many deliveries into one
 // statement or one `multiple` acknowledgement. Finish must not block until other deliveries are
-// settled: the worker that calls it goes on to the next message.
+// settled: the worker that calls it goes on to the next message. A Finisher that can settle a
+// batch handler's deliveries together implements BatchFinisher as well.
 //
 // A failed settlement leaves the message where the backend's form puts an abandoned one (the
 // transaction rolls back, the lease runs out, the channel requeues); it is never lost.
@@ -26,11 +28,24 @@ type Finisher interface {
 // reporting allocates nothing.
 type Settled func(d Delivery, v Verdict, err error)
 
+// ErrSettlementUnknown is matched (errors.Is) by a settlement error when the backend sent the
+// settlement but cannot tell whether the server applied it: the frame or statement left, and its
+// confirmation was lost (the connection dropped before the answer came, or the answer did not
+// come in time). Such a settlement is neither durable nor failed: the message is gone if the
+// server applied it, and comes back as an abandoned one would if it did not. A backend reports
+// it as the settlement's error, wrapped in its own (which names the frame and the message), so
+// that core logs it as unknown and reports EventSettlementUnknown instead of a failure. An
+// error that does not match it says the settlement was not applied.
+var ErrSettlementUnknown = errors.New("settlement unknown: sent, but the server's confirmation was lost")
+
 // Source hands out deliveries for one subscription: a claim loop over a queue table, an AMQP
 // consumer. Core never calls Next concurrently (each call completes before the next begins,
 // though not always on the same goroutine: a free worker calls it for the delivery it will
 // handle), and only when a worker is free to take the delivery, so a source that claims in
-// batches should not claim far more than it is asked for.
+// batches should not claim far more than it is asked for. A worker of a batch subscription
+// (Options.BatchSize > 0) calls Next up to BatchSize times in a row to fill its batch, the calls
+// after the first with a context that ends after Options.BatchWait: a source that claims or
+// prefetches at least BatchSize messages fills a batch in one round trip.
 type Source interface {
 	// Next returns the next delivery, blocking until one is available or ctx is done (then it
 	// returns ctx.Err()). Any other error is logged by core, which calls Next again after a

@@ -11,7 +11,9 @@ type Settlement struct {
 	// Verdict is what was performed.
 	Verdict Verdict
 	// Err is nil when the settlement is durable; otherwise the backend's error (the message
-	// then returns as an abandoned one would).
+	// then returns as an abandoned one would). An Err matching ErrSettlementUnknown says the
+	// settlement was sent and its confirmation lost: the message returns only if the server did
+	// not apply it.
 	Err error
 	// At is when the settlement was reported, on the App's clock.
 	At time.Time

@@ -32,6 +32,17 @@ type Options struct {
 	Observers []Observer
 	// Replies are the publishers the handler replies through (see Replies).
 	Replies []Replier
+	// BatchSize is, for a batch subscription (SubscribeBatch), the most messages its handler
+	// gets at once; 0 for a single-message subscription. A backend sizes its claims and prefetch
+	// to at least BatchSize (BatchSize × Workers keeps every worker's batch full), so that a
+	// batch fills from what the backend already holds. Ordering keys and flow control count a
+	// batch as the messages it holds.
+	BatchSize int
+	// BatchWait is, for a batch subscription, how long its worker waits on the App's clock to
+	// fill a batch once the first message has arrived; 0 for a single-message subscription.
+	BatchWait time.Duration
+
+	batchOpts []string // the batch options given, for Subscribe's refusal
 
 	ext map[any]*extValue
 }

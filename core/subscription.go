@@ -29,8 +29,10 @@ type subscription struct {
 	inflight  sync.WaitGroup // handed to a worker, not yet settled
 	closeOnce sync.Once
 
-	holdsDelays bool         // the finisher keeps RetryAfter delays durably (DelayHolder)
-	replies     []replyRoute // the publishers declared with Replies; nil for none
+	batch       func() batchCall // a worker's batch, for a batch subscription; nil for single messages
+	carry       Delivery         // a suspect delivery taken while filling a batch, to run alone next; guarded by the pull lock
+	holdsDelays bool             // the finisher keeps RetryAfter delays durably (DelayHolder)
+	replies     []replyRoute     // the publishers declared with Replies; nil for none
 	running     atomic.Bool
 	settledAt   atomic.Int64 // unix nanoseconds of the last durable settlement, on the App's clock
 	lastErr     atomic.Pointer[failure]
@@ -78,6 +80,10 @@ func (s *subscription) open(ctx context.Context, a *App) error {
 			break
 		}
 	}
+	if s.batch != nil && len(a.middleware) > 0 {
+		log.Info("settle: the App's middleware does not wrap a batch handler; its messages' settlements still reach the observers",
+			"middleware", len(a.middleware))
+	}
 	s.running.Store(true)
 	log.Info("settle: subscription open", "workers", s.opts.Workers, "dead_letter_after", s.opts.Cap, "dead_letter_to", s.opts.DeadLetterTo)
 	return nil
@@ -118,6 +124,10 @@ func (s *subscription) run(pullCtx, workCtx context.Context) {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
+			if s.batch != nil {
+				s.batchWorker(pullCtx, workCtx, &pull, &alone, &backoff, isolate)
+				return
+			}
 			for {
 				pull.Lock()
 				d, ok := s.next(pullCtx, &backoff)
@@ -176,6 +186,7 @@ func (s *subscription) next(pullCtx context.Context, backoff *time.Duration) (De
 // after a connection or process went away. Core handles a suspect delivery with no other handler
 // of its subscription running, so that if it is the message that kills the process, the crash
 // charges an attempt to it alone and the cap ends its loop without taking its neighbours along.
+// A batch subscription hands it to its handler alone, in a batch of one.
 type Suspect interface {
 	Suspect() bool
 }
@@ -204,35 +215,10 @@ type DeliveryContext interface {
 }
 
 func (s *subscription) process(ctx context.Context, d Delivery) {
-	if c, ok := d.(Charger); ok {
-		if err := c.Charge(ctx); err != nil {
-			s.info.Logger.Warn("settle: counting the attempt of a delivery failed; giving the delivery back without calling the handler",
-				"message_id", d.ID(), "attempt", d.Attempt(), "error", err)
-			s.fin.Finish(ctx, d, Verdict{Action: ActAbandon, Cause: err}, s.settled)
-			return
-		}
-	}
-	if cap := s.opts.Cap; cap > 0 && d.Attempt() > cap {
-		// None of its earlier deliveries settled: calling the handler again would let a
-		// message that kills the process, or hangs past its lease, loop forever.
-		v := notSettled(d.Attempt(), cap, s.opts.DeadLetterTo)
-		s.info.Logger.Warn("settle: delivered past the cap without ever settling; moving to dead letter without calling the handler",
-			"message_id", d.ID(), "attempt", d.Attempt(), "cap", cap, "dead_letter_to", v.Dest)
-		s.fin.Finish(ctx, d, v, s.settled)
+	if !s.admit(ctx, d) {
 		return
 	}
-	hctx := ctx
-	var stopTimeout func()
-	if t := s.opts.Timeout; t > 0 {
-		var cancel context.CancelFunc
-		hctx, cancel = clock.WithTimeout(hctx, s.app.clock, t)
-		overran := s.app.clock.AfterFunc(t+TimeoutGrace(t), func() {
-			s.info.Logger.Warn("settle: handler still running after its timeout and grace; it ignores its context",
-				"message_id", d.ID(), "attempt", d.Attempt(), "timeout", t)
-			s.report(Event{Kind: EventHandlerOverran, MessageID: d.ID(), Attempt: d.Attempt(), Err: context.DeadlineExceeded})
-		})
-		stopTimeout = func() { overran.Stop(); cancel() }
-	}
+	hctx, stopTimeout := s.withTimeout(ctx, d, 1)
 	var rb *replyBuffer
 	if len(s.replies) > 0 {
 		rb = &replyBuffer{s: s, d: d}
@@ -242,14 +228,57 @@ func (s *subscription) process(ctx context.Context, d Delivery) {
 		hctx = dc.HandlerContext(hctx)
 	}
 	err := s.call(hctx, d)
-	if stopTimeout != nil {
-		stopTimeout() // the handler has returned: it cannot overrun any more
-	}
+	stopTimeout() // the handler has returned: it cannot overrun any more
 	v := s.verdict(ctx, d, err)
 	if rb != nil {
 		v = s.withReplies(ctx, d, rb, v)
 	}
 	s.fin.Finish(ctx, d, v, s.settled)
+}
+
+// admit charges d's attempt (Charger) and checks it against the cap; false when d was settled
+// (abandoned, or moved to its dead letter) instead of being handed to its handler.
+func (s *subscription) admit(ctx context.Context, d Delivery) bool {
+	if c, ok := d.(Charger); ok {
+		if err := c.Charge(ctx); err != nil {
+			s.info.Logger.Warn("settle: counting the attempt of a delivery failed; giving the delivery back without calling the handler",
+				"message_id", d.ID(), "attempt", d.Attempt(), "error", err)
+			s.fin.Finish(ctx, d, Verdict{Action: ActAbandon, Cause: err}, s.settled)
+			return false
+		}
+	}
+	if cap := s.opts.Cap; cap > 0 && d.Attempt() > cap {
+		// None of its earlier deliveries settled: calling the handler again would let a
+		// message that kills the process, or hangs past its lease, loop forever.
+		v := notSettled(d.Attempt(), cap, s.opts.DeadLetterTo)
+		s.info.Logger.Warn("settle: delivered past the cap without ever settling; moving to dead letter without calling the handler",
+			"message_id", d.ID(), "attempt", d.Attempt(), "cap", cap, "dead_letter_to", v.Dest)
+		s.fin.Finish(ctx, d, v, s.settled)
+		return false
+	}
+	return true
+}
+
+// withTimeout gives a handler call its Timeout, if the subscription has one, and arms the
+// report of a handler that overruns it; d is the delivery (the first of a batch of n) named in
+// the report. The returned function ends both once the handler has returned.
+func (s *subscription) withTimeout(ctx context.Context, d Delivery, n int) (context.Context, func()) {
+	t := s.opts.Timeout
+	if t <= 0 {
+		return ctx, func() {}
+	}
+	hctx, cancel := clock.WithTimeout(ctx, s.app.clock, t)
+	overran := s.app.clock.AfterFunc(t+TimeoutGrace(t), func() {
+		if n > 1 {
+			s.info.Logger.Warn("settle: batch handler still running after its timeout and grace; it ignores its context",
+				"message_id", d.ID(), "attempt", d.Attempt(), "batch", n, "timeout", t)
+		} else {
+			s.info.Logger.Warn("settle: handler still running after its timeout and grace; it ignores its context",
+				"message_id", d.ID(), "attempt", d.Attempt(), "timeout", t)
+		}
+		s.report(Event{Kind: EventHandlerOverran, MessageID: d.ID(), Attempt: d.Attempt(), Err: context.DeadlineExceeded})
+	})
+	return hctx, func() { overran.Stop(); cancel() }
 }
 
 func (s *subscription) call(ctx context.Context, d Delivery) (err error) {
@@ -332,10 +361,17 @@ func (s *subscription) onSettled(d Delivery, v Verdict, err error) {
 	// One clock read serves the health's last settlement and the observers' Settlement.At.
 	var now time.Time
 	if err != nil {
-		s.info.Logger.Warn("settle: settlement failed; the message returns as an abandoned one",
-			"message_id", d.ID(), "attempt", d.Attempt(), "verdict", v.String(), "error", err)
+		kind := EventSettlementFailed
+		if errors.Is(err, ErrSettlementUnknown) {
+			kind = EventSettlementUnknown
+			s.info.Logger.Warn("settle: settlement unknown; it was sent but not confirmed: the message is gone if the server applied it, and returns as an abandoned one if not",
+				"message_id", d.ID(), "attempt", d.Attempt(), "verdict", v.String(), "error", err)
+		} else {
+			s.info.Logger.Warn("settle: settlement failed; the message returns as an abandoned one",
+				"message_id", d.ID(), "attempt", d.Attempt(), "verdict", v.String(), "error", err)
+		}
 		s.fail(err)
-		s.report(Event{Kind: EventSettlementFailed, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
+		s.report(Event{Kind: kind, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
 	} else {
 		now = s.app.clock.Now()
 		s.settledAt.Store(now.UnixNano())

@@ -12,7 +12,7 @@ import (
 // BenchmarkRenderRoundTrip is the bare cost of asking a plugin subprocess for one ack: one
 // gRPC call over go-plugin's local socket, with the host's checks of the answer.
 func BenchmarkRenderRoundTrip(b *testing.B) {
-	p, err := loadHelper(b, "plain", Logger(testLogger()))
+	p, err := loadHelper(b, "plain", WithLogger(testLogger()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func BenchmarkRenderRoundTrip(b *testing.B) {
 // dialect-per-message is the round trip's own cost, and plugin against dialect is what a
 // service pays for moving its ack into a plugin. ns/op is per message.
 func BenchmarkAck(b *testing.B) {
-	p, err := loadHelper(b, "plain", Logger(testLogger()))
+	p, err := loadHelper(b, "plain", WithLogger(testLogger()))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -37,7 +37,7 @@
 // Plugin.Events is the mount option that hands a subscription's events to it:
 //
 //	p, err := eventplugin.Load(ctx, "bin/audit", eventplugin.Args("-max-delay", "1m"),
-//		eventplugin.Logger(logger), eventplugin.Clock(app.Clock()))
+//		eventplugin.WithLogger(logger), eventplugin.WithClock(app.Clock()))
 //	…
 //	defer p.Close()
 //	err = core.Subscribe(app, ep, handle, core.DeadLetterAfter(5, "refunds_dead"),
@@ -58,8 +58,11 @@
 // failed statement would in the subscription's claim form: the row is not lost and returns as
 // the form returns it (rollback, lease, unlock). A crash or a hang also takes the plugin down
 // and restarts it after a backoff on the Plugin's clock (doubling while failures repeat);
-// meanwhile its events fail at once with ErrUnavailable. Every failure is logged with the
-// plugin's name and the event. On SQLite the call to the plugin happens while the settlement
+// meanwhile its events fail at once with ErrUnavailable. The engine logs every failed
+// settlement; the Plugin's own lines about failures (crash or hang, failed events) name the
+// plugin and the event and are paced as the engine paces its own (sqlqueue.FailureLog): at most
+// one of each kind per sqlqueue.FailureLogInterval, with the count of failures it stands for.
+// On SQLite the call to the plugin happens while the settlement
 // holds the write lock: keep CallTimeout below the busy timeout. A plugin process ends with its
 // host (the parent-death signal on Linux, and Serve's watch of its parent everywhere). A binary
 // that cannot serve (not a plugin, wrong magic cookie,

@@ -114,8 +114,7 @@ func (b *binding) event(e Event) sqlqueue.Event {
 	return func(ctx context.Context, in sqlqueue.EventInput) ([]sqlqueue.Statement, error) {
 		stmts, err := b.render(ctx, e, in)
 		if err != nil {
-			b.p.logger().Error("eventplugin: event failed; the row returns as the form returns a failed statement",
-				"event", e.String(), "queue", in.Queue, "message_id", in.ID, "attempt", in.Attempt, "err", err)
+			b.p.eventFailed(e, in, err)
 			return nil, err
 		}
 		out := make([]sqlqueue.Statement, len(stmts))
@@ -164,6 +163,25 @@ func (b *binding) render(ctx context.Context, e Event, in sqlqueue.EventInput) (
 		}
 	}
 	return b.p.Render(ctx, r)
+}
+
+// eventFailed logs that event e failed with err, at most once per
+// sqlqueue.FailureLogInterval with the number of failures since the last line. A crash or a
+// hang is not logged here: the Plugin logged it when it took the process down. The engine
+// logs every failed settlement itself; this line says that the plugin is the cause.
+func (p *Plugin) eventFailed(e Event, in sqlqueue.EventInput, err error) {
+	if errors.Is(err, ErrCrashed) || errors.Is(err, ErrTimeout) {
+		return
+	}
+	n, ok := p.eventLog.Failed(p.cfg.clock.Now())
+	if !ok {
+		return
+	}
+	args := []any{"event", e.String(), "failures", n, "queue", in.Queue}
+	if e != EventClaim {
+		args = append(args, "message_id", in.ID, "attempt", in.Attempt)
+	}
+	p.logger().Warn("eventplugin: events failing; each failed row returns as the form returns a failed statement", append(args, "err", err)...)
 }
 
 // logger returns the logger with the plugin's current name.

@@ -26,7 +26,7 @@ func TestSubscribeRefusesAPluginThatCannotServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p, err := Load(context.Background(), link, Env(helperEnv+"=ok"), Clock(vc), RestartBackoff(time.Hour, time.Hour), Logger(testLogger()))
+	p, err := Load(context.Background(), link, Env(helperEnv+"=ok"), WithClock(vc), RestartBackoff(time.Hour, time.Hour), WithLogger(testLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestSubscribeRefusesAPluginThatCannotServe(t *testing.T) {
 
 func TestEventsRefusesBadArguments(t *testing.T) {
 	t.Parallel()
-	p, err := loadHelper(t, "ok", Logger(testLogger()))
+	p, err := loadHelper(t, "ok", WithLogger(testLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestBindingFillsTheRequest(t *testing.T) {
 	t.Parallel()
 	db := openSQLite(t)
 	table := sqlqueue.StandardTable("jobs")
-	p, err := loadHelper(t, "ok", Logger(testLogger()))
+	p, err := loadHelper(t, "ok", WithLogger(testLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func auditPlugin(t *testing.T) *Plugin {
 	bin := buildPlugin(t, "examples/audit")
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	p, err := Load(ctx, bin, Args("-max-delay", "1m"), Logger(testLogger()))
+	p, err := Load(ctx, bin, Args("-max-delay", "1m"), WithLogger(testLogger()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestBadStatementsNeverLoseARow(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := loadHelper(t, "ok", Logger(testLogger()))
+			p, err := loadHelper(t, "ok", WithLogger(testLogger()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -293,7 +293,7 @@ func TestCrashedPluginReturnsTheRow(t *testing.T) {
 				}{{"crash", idCrash, ErrCrashed}, {"hang", idHang, ErrTimeout}} {
 					t.Run(form+"/"+c.name, func(t *testing.T) {
 						t.Parallel()
-						p, err := loadHelper(t, "ok", Logger(testLogger()), CallTimeout(time.Second),
+						p, err := loadHelper(t, "ok", WithLogger(testLogger()), CallTimeout(time.Second),
 							RestartBackoff(10*time.Millisecond, 10*time.Millisecond))
 						if err != nil {
 							t.Fatal(err)
@@ -361,7 +361,7 @@ func TestPluginRenderedClaim(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			p, err := loadHelper(t, "claim", Logger(testLogger()))
+			p, err := loadHelper(t, "claim", WithLogger(testLogger()))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,9 +55,14 @@ func slogLevel(l hclog.Level) slog.Level {
 	return slog.LevelInfo
 }
 
+// exitMessage is go-plugin's line about the process's end, at error level when it exits with
+// a status. The host logs every failure it acts on (a crash or a hang as the call fails, at the
+// pace of its FailureLog), so this second line per failure, not rate-limited, is a debug line.
+const exitMessage = "plugin process exited"
+
 func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	lv := slogLevel(level)
-	if a.quiet != nil && a.quiet.Load() && killMessages[msg] {
+	if a.quiet != nil && a.quiet.Load() && killMessages[msg] || msg == exitMessage {
 		lv = slog.LevelDebug
 	}
 	if !a.l.Enabled(context.Background(), lv) {

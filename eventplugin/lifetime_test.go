@@ -155,11 +155,11 @@ func TestKillLogsNoNoise(t *testing.T) {
 	var buf syncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	for _, mode := range []string{"not-a-plugin", "wrong-cookie", "bad-manifest"} {
-		if _, err := loadHelper(t, mode, Logger(log)); err == nil {
+		if _, err := loadHelper(t, mode, WithLogger(log)); err == nil {
 			t.Fatalf("%s loaded", mode)
 		}
 	}
-	p, err := loadHelper(t, "ok", Logger(log))
+	p, err := loadHelper(t, "ok", WithLogger(log))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,29 +83,41 @@ func RestartBackoff(min, max time.Duration) Option {
 	}
 }
 
-// Logger sets the logger (default slog.Default()). The plugin process's standard error and
+// WithLogger sets the logger (default slog.Default()). The plugin process's standard error and
 // go-plugin's own messages go to it too.
-func Logger(l *slog.Logger) Option {
+func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
-			return errors.New("eventplugin.Logger(nil): a logger is required")
+			return errors.New("eventplugin.WithLogger(nil): a logger is required")
 		}
 		c.logger = l
 		return nil
 	}
 }
 
-// Clock sets the clock the restart backoff runs on (default the wall clock); give it the
+// WithClock sets the clock the restart backoff runs on (default the wall clock); give it the
 // App's clock.
-func Clock(cl clock.Clock) Option {
+func WithClock(cl clock.Clock) Option {
 	return func(c *config) error {
 		if cl == nil {
-			return errors.New("eventplugin.Clock(nil): a clock is required")
+			return errors.New("eventplugin.WithClock(nil): a clock is required")
 		}
 		c.clock = cl
 		return nil
 	}
 }
+
+// Logger is WithLogger.
+//
+// Deprecated: use WithLogger, the name every settle module gives this option. Logger goes in
+// the next release.
+func Logger(l *slog.Logger) Option { return WithLogger(l) }
+
+// Clock is WithClock.
+//
+// Deprecated: use WithClock, the name every settle module gives this option. Clock goes in the
+// next release.
+func Clock(cl clock.Clock) Option { return WithClock(cl) }
 
 // SHA256 makes the host refuse to start a binary whose SHA-256 is not sum (ErrChecksum): the
 // binary is checked before every start, restarts included.

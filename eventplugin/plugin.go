@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/sqlqueue"
 )
 
 // Plugin is a running event plugin process, as Load started it. It renders the events the
@@ -41,6 +42,13 @@ type Plugin struct {
 	closed   bool
 	changed  chan struct{} // closed and replaced on every change of state
 	wg       sync.WaitGroup
+
+	// downLog paces the lines about crashes, hangs and failed restarts, eventLog those about
+	// events that failed otherwise (bindings): repeated failures are logged as the engine logs
+	// its own. downLogged says whether the current outage was logged, and so whether its end is.
+	downLog    sqlqueue.FailureLog
+	eventLog   sqlqueue.FailureLog
+	downLogged bool
 }
 
 var _ Handler = (*Plugin)(nil)
@@ -159,10 +167,10 @@ func (p *Plugin) Render(ctx context.Context, r *Request) ([]Statement, error) {
 			err = ctx.Err()
 		case timedOut || status.Code(err) == codes.DeadlineExceeded:
 			err = fmt.Errorf("%w (%v)", ErrTimeout, p.cfg.callTimeout)
-			p.fail(gen, r.Event, err)
+			p.fail(gen, r, err)
 		default:
 			err = fmt.Errorf("%w: %v", ErrCrashed, err)
-			p.fail(gen, r.Event, err)
+			p.fail(gen, r, err)
 		}
 		return nil, &Error{Plugin: name, Event: r.Event, Err: err}
 	}
@@ -201,9 +209,9 @@ func check(r *Request, ev Event, stmts []Statement) error {
 	return nil
 }
 
-// fail takes the plugin of start gen down after a crash or hang during event e, kills its
-// process and schedules the restart.
-func (p *Plugin) fail(gen uint64, e Event, cause error) {
+// fail takes the plugin of start gen down after a crash or hang during r, kills its process
+// and schedules the restart.
+func (p *Plugin) fail(gen uint64, r *Request, cause error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || p.gen != gen || p.down != nil {
@@ -214,13 +222,21 @@ func (p *Plugin) fail(gen uint64, e Event, cause error) {
 	p.proc, p.rpc = nil, nil
 	wait := p.backoff
 	p.backoff = min(2*p.backoff, p.cfg.maxBackoff)
-	p.log.Error("eventplugin: plugin failed during an event; restarting it", "event", e.String(), "err", cause, "backoff", wait)
+	p.downLogged = false
+	if n, ok := p.downLog.Failed(p.cfg.clock.Now()); ok {
+		p.downLogged = true
+		args := []any{"event", r.Event.String(), "failures", n, "err", cause, "backoff", wait}
+		if r.Event != EventClaim {
+			args = append(args, "queue", r.Queue, "message_id", r.Row.ID, "attempt", r.Row.Attempt)
+		}
+		p.log.Error("eventplugin: plugin failed during an event; restarting it", args...)
+	}
 	p.timer = p.cfg.clock.AfterFunc(wait, p.restart)
 	p.notify()
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		old.kill(true) // the failure is logged above
+		old.kill(true) // the failure is logged above, or counted in the next line
 	}()
 }
 
@@ -242,12 +258,14 @@ func (p *Plugin) restart() {
 		}
 		wait := p.backoff
 		p.backoff = min(2*p.backoff, p.cfg.maxBackoff)
-		p.log.Error("eventplugin: plugin restart failed; retrying", "err", err, "backoff", wait)
+		if n, ok := p.downLog.Failed(p.cfg.clock.Now()); ok {
+			p.downLogged = true
+			p.log.Error("eventplugin: plugin restart failed; retrying", "failures", n, "err", err, "backoff", wait)
+		}
 		p.timer = p.cfg.clock.AfterFunc(wait, p.restart)
 		p.notify()
 		return
 	}
-	p.log.Info("eventplugin: plugin restarted")
 }
 
 // start starts a new process and installs it; on failure the Plugin's state is unchanged.
@@ -288,6 +306,12 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.manifest = m
 	p.proc, p.rpc = proc, rpc
 	p.gen++
+	switch {
+	case p.down != nil && p.downLogged:
+		p.log.Info("eventplugin: plugin restarted")
+	case p.down != nil:
+		p.log.Debug("eventplugin: plugin restarted")
+	}
 	p.down = nil
 	if p.timer != nil {
 		p.timer.Stop()

@@ -114,7 +114,7 @@ func TestCrashRestartsWithBackoff(t *testing.T) {
 	t.Parallel()
 	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	logs := &coretest.Logs{}
-	p, err := loadHelper(t, "ok", Clock(vc), RestartBackoff(time.Second, 8*time.Second), Logger(slog.New(logs)))
+	p, err := loadHelper(t, "ok", WithClock(vc), RestartBackoff(time.Second, 8*time.Second), WithLogger(slog.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestCrashRestartsWithBackoff(t *testing.T) {
 func TestBackoffDoublesUntilACallSucceeds(t *testing.T) {
 	t.Parallel()
 	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p, err := loadHelper(t, "ok", Clock(vc), RestartBackoff(time.Second, 3*time.Second), Logger(slog.New(slog.DiscardHandler)))
+	p, err := loadHelper(t, "ok", WithClock(vc), RestartBackoff(time.Second, 3*time.Second), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestBackoffDoublesUntilACallSucceeds(t *testing.T) {
 func TestHangTimesOutAndRestarts(t *testing.T) {
 	t.Parallel()
 	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p, err := loadHelper(t, "ok", Clock(vc), CallTimeout(time.Second), RestartBackoff(time.Second, time.Second), Logger(slog.New(slog.DiscardHandler)))
+	p, err := loadHelper(t, "ok", WithClock(vc), CallTimeout(time.Second), RestartBackoff(time.Second, time.Second), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestLoadRefusesBadBinaries(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := loadHelper(t, c.mode, append(c.opts, Logger(slog.New(slog.DiscardHandler)))...)
+			_, err := loadHelper(t, c.mode, append(c.opts, WithLogger(slog.New(slog.DiscardHandler)))...)
 			var se *StartError
 			if !errors.As(err, &se) || !errors.Is(err, c.is) {
 				t.Fatalf("err = %v, want a StartError matching %v", err, c.is)
@@ -260,13 +260,13 @@ func TestLoadRefusesBadBinaries(t *testing.T) {
 	}
 	t.Run("right checksum", func(t *testing.T) {
 		t.Parallel()
-		if _, err := loadHelper(t, "ok", SHA256(sum[:]), Logger(slog.New(slog.DiscardHandler))); err != nil {
+		if _, err := loadHelper(t, "ok", SHA256(sum[:]), WithLogger(slog.New(slog.DiscardHandler))); err != nil {
 			t.Fatal(err)
 		}
 	})
 	t.Run("missing binary", func(t *testing.T) {
 		t.Parallel()
-		_, err := Load(context.Background(), t.TempDir()+"/nope", Logger(slog.New(slog.DiscardHandler)))
+		_, err := Load(context.Background(), t.TempDir()+"/nope", WithLogger(slog.New(slog.DiscardHandler)))
 		var se *StartError
 		if !errors.As(err, &se) || !strings.Contains(err.Error(), "nope") {
 			t.Fatalf("err = %v, want a StartError naming the path", err)
@@ -294,7 +294,7 @@ func TestCheckRefusesUndeclaredEvents(t *testing.T) {
 func TestCheckStartsADownPlugin(t *testing.T) {
 	t.Parallel()
 	vc := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p, err := loadHelper(t, "ok", Clock(vc), RestartBackoff(time.Hour, time.Hour), Logger(slog.New(slog.DiscardHandler)))
+	p, err := loadHelper(t, "ok", WithClock(vc), RestartBackoff(time.Hour, time.Hour), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestClose(t *testing.T) {
 
 func TestOptionsAreValidated(t *testing.T) {
 	t.Parallel()
-	for _, o := range []Option{CallTimeout(0), StartTimeout(-1), RestartBackoff(2, 1), Logger(nil), Clock(nil), SHA256([]byte{1}), SecureConfig(nil), Env("NOEQUALS")} {
+	for _, o := range []Option{CallTimeout(0), StartTimeout(-1), RestartBackoff(2, 1), WithLogger(nil), WithClock(nil), Logger(nil), Clock(nil), SHA256([]byte{1}), SecureConfig(nil), Env("NOEQUALS")} {
 		if _, err := Load(context.Background(), os.Args[0], o); err == nil || !strings.Contains(err.Error(), "eventplugin.") {
 			t.Errorf("option accepted or error does not name it: %v", err)
 		}

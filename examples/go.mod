@@ -17,6 +17,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -65,8 +66,10 @@ require (
 )
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect
 	github.com/settlehq/settle/asyncapi v0.1.0
+	github.com/settlehq/settle/dialect-mysql v0.1.0
 	github.com/settlehq/settle/dialect-postgres v0.1.0
 	github.com/settlehq/settle/dialect-sqlite-purego v0.1.0
 	github.com/settlehq/settle/otel v0.1.0
@@ -90,3 +93,4 @@ replace github.com/settlehq/settle/otel => ../otel
 replace github.com/settlehq/settle/dialect-sqlite-purego => ../dialect-sqlite-purego
 
 replace github.com/settlehq/settle/asyncapi => ../asyncapi
+replace github.com/settlehq/settle/dialect-mysql => ../dialect-mysql

@@ -34,8 +34,8 @@
 // durable settlement, seconds, where the backend knows when the message was published:
 // core.Enqueued), settle.message.attempts (the attempt at settlement), settle.dead_letters,
 // and, from the App's events, settle.copies.refused, settle.reconnects,
-// settle.handler.overruns, settle.settlements.failed, settle.source.failures and
-// settle.messages.discarded. ObserveQueues
+// settle.handler.overruns, settle.settlements.failed, settle.settlements.unknown,
+// settle.source.failures and settle.messages.discarded. ObserveQueues
 // adds the depth of queues by state from their ops Stats (settle.queue.messages,
 // settle.queue.oldest_ready.age).
 package settleotel

@@ -31,6 +31,9 @@ const (
 	MetricOverruns = "settle.handler.overruns"
 	// MetricSettlementFailures counts settlements that could not be made durable.
 	MetricSettlementFailures = "settle.settlements.failed"
+	// MetricSettlementsUnknown counts settlements that were sent and whose confirmation was lost
+	// (core.ErrSettlementUnknown): the server may have applied them.
+	MetricSettlementsUnknown = "settle.settlements.unknown"
 	// MetricSourceFailures counts failures to take the next delivery.
 	MetricSourceFailures = "settle.source.failures"
 	// MetricDiscarded counts messages the server discarded by its own rule after settle
@@ -54,6 +57,7 @@ var (
 type instruments struct {
 	settled, deadLetters                                           metric.Int64Counter
 	refused, reconnects, overruns, setFailed, srcFailed, discarded metric.Int64Counter
+	setUnknown                                                     metric.Int64Counter
 	duration, latency                                              metric.Float64Histogram
 	attempts                                                       metric.Int64Histogram
 }
@@ -71,6 +75,7 @@ func (m *instruments) init(mt metric.Meter) error {
 	m.reconnects = counter(MetricReconnects, "Connections or consumers lost and made again.", "{reconnect}")
 	m.overruns = counter(MetricOverruns, "Handlers still running after their timeout and its grace.", "{handler}")
 	m.setFailed = counter(MetricSettlementFailures, "Settlements that could not be made durable; the message returns.", "{message}")
+	m.setUnknown = counter(MetricSettlementsUnknown, "Settlements sent whose confirmation was lost: the server may have applied them (the message is gone) or not (it returns).", "{message}")
 	m.srcFailed = counter(MetricSourceFailures, "Failures to take the next delivery.", "{failure}")
 	m.discarded = counter(MetricDiscarded, "Messages the server discarded by its own rule after settle returned them (a quorum queue at its delivery limit with no dead-letter route).", "{message}")
 	var err error
@@ -90,7 +95,7 @@ func (m *instruments) init(mt metric.Meter) error {
 type attrKey struct {
 	system, queue, sub string
 	action             core.Action
-	failed             bool
+	failed, unknown    bool
 	errType, dest      string
 }
 
@@ -113,9 +118,12 @@ func (t *Telemetry) attrSet(k attrKey) *attrSet {
 		semconv.MessagingOperationName("process"),
 		AttrOutcome.String(k.action.String()),
 	}
-	if k.failed {
+	switch {
+	case k.unknown:
+		kv = append(kv, AttrResult.String(ResultUnknown))
+	case k.failed:
 		kv = append(kv, AttrResult.String(ResultFailed))
-	} else {
+	default:
 		kv = append(kv, AttrResult.String(ResultSettled))
 	}
 	if k.errType != "" {
@@ -139,7 +147,8 @@ func (t *Telemetry) attrSet(k attrKey) *attrSet {
 // record records one settlement's metrics.
 func (t *Telemetry) record(s core.Settlement, h *handled, errType string) {
 	d, v := s.Delivery, s.Verdict
-	k := attrKey{system: systemOf(d), queue: s.Queue, sub: s.Subscription, action: v.Action, failed: s.Err != nil, errType: errType}
+	k := attrKey{system: systemOf(d), queue: s.Queue, sub: s.Subscription, action: v.Action, failed: s.Err != nil,
+		unknown: errors.Is(s.Err, core.ErrSettlementUnknown), errType: errType}
 	if v.Action == core.ActDeadLetter {
 		k.dest = v.Dest
 	}
@@ -175,6 +184,8 @@ func (t *Telemetry) event(e core.Event) {
 		c = t.m.overruns
 	case core.EventSettlementFailed:
 		c = t.m.setFailed
+	case core.EventSettlementUnknown:
+		c = t.m.setUnknown
 	case core.EventSourceFailed:
 		c = t.m.srcFailed
 	case core.EventDiscarded:

@@ -376,25 +376,67 @@ func TestPastTheCapWithoutTheHandlerStillGivesASpan(t *testing.T) {
 
 func newSum(r *rig, name string, want map[string]string) int64 { return r.sum(r.metrics(), name, want) }
 
-// failingEndpoint reports every settlement of its queue as failed and lets the test report
-// events as its backend would.
+// failingEndpoint reports every settlement of its queue as failed (with err, "connection lost"
+// when nil) and lets the test report events as its backend would.
 type failingEndpoint struct {
 	core.Endpoint
 	report chan func(core.Event)
+	err    error
 }
 
 func (e *failingEndpoint) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
 	src, fin, err := e.Endpoint.Open(ctx, sub)
 	e.report <- sub.Report
-	return src, failingFinisher{fin}, err
+	fail := e.err
+	if fail == nil {
+		fail = errors.New("connection lost")
+	}
+	return src, failingFinisher{fin, fail}, err
 }
 
-type failingFinisher struct{ core.Finisher }
+type failingFinisher struct {
+	core.Finisher
+	err error
+}
 
 func (f failingFinisher) Finish(ctx context.Context, d core.Delivery, v core.Verdict, settled core.Settled) {
 	f.Finisher.Finish(ctx, d, v, func(d core.Delivery, v core.Verdict, err error) {
-		settled(d, v, errors.New("connection lost"))
+		settled(d, v, f.err)
 	})
+}
+
+// A settlement whose confirmation was lost is counted as unknown, not failed: its own counter,
+// settle.result "unknown" and error.type "settlement_unknown" on the span.
+func TestUnknownSettlementsCountedApart(t *testing.T) {
+	r := newRig(t)
+	ep := &failingEndpoint{Endpoint: r.Broker.Queue("refunds"), report: make(chan func(core.Event), 1),
+		err: fmt.Errorf("ack of 1: answer lost: %w", core.ErrSettlementUnknown)}
+	if err := core.Subscribe(r.App, ep, func(ctx context.Context, m *core.Message[Refund]) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r.Start()
+	<-ep.report
+	id := r.Publish("refunds", Refund{ID: "r-1"})
+	r.settled(1)
+	s := r.span(id, 1)
+	a := attrs(s.Attributes)
+	if a["settle.outcome"] != "ack" || a["settle.result"] != "unknown" || a["error.type"] != "settlement_unknown" || s.Status.Code != codes.Error {
+		t.Fatalf("span %v status %+v", a, s.Status)
+	}
+	if e := <-r.events; e.Kind != core.EventSettlementUnknown {
+		t.Fatalf("event %+v", e)
+	}
+	ms := r.metrics()
+	q := map[string]string{"messaging.destination.name": "refunds"}
+	if n := r.sum(ms, settleotel.MetricSettlementsUnknown, q); n != 1 {
+		t.Errorf("%s = %d, want 1", settleotel.MetricSettlementsUnknown, n)
+	}
+	if n := r.sum(ms, settleotel.MetricSettlementFailures, q); n != 0 {
+		t.Errorf("%s = %d, want 0", settleotel.MetricSettlementFailures, n)
+	}
+	if n := r.sum(ms, settleotel.MetricSettled, map[string]string{"settle.result": "unknown", "settle.outcome": "ack"}); n != 1 {
+		t.Errorf("unknown settlements counted %d", n)
+	}
 }
 
 func TestFailedSettlementsAndBackendEvents(t *testing.T) {

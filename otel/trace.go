@@ -28,8 +28,9 @@ const (
 	AttrHandler = attribute.Key("settle.handler")
 	// AttrOutcome is what settle performed: ack, drop, retry, retry_after, dead_letter, abandon.
 	AttrOutcome = attribute.Key("settle.outcome")
-	// AttrResult is whether the settlement was made durable ("settled") or failed ("failed": the
-	// message returns as an abandoned one would).
+	// AttrResult is whether the settlement was made durable ("settled"), failed ("failed": the
+	// message returns as an abandoned one would), or was sent and not confirmed ("unknown",
+	// core.ErrSettlementUnknown: the message returns only if the server did not apply it).
 	AttrResult = attribute.Key("settle.result")
 	// AttrRetryDelay is a retry_after's delay in seconds.
 	AttrRetryDelay = attribute.Key("settle.retry.delay")
@@ -41,6 +42,7 @@ const (
 const (
 	ResultSettled = "settled"
 	ResultFailed  = "failed"
+	ResultUnknown = "unknown"
 )
 
 // handled is a delivery the middleware has seen, waiting for its settlement.
@@ -237,6 +239,9 @@ func (t *Telemetry) settled(s core.Settlement) {
 	}
 	if s.Err != nil {
 		errType = "settlement_failed"
+		if errors.Is(s.Err, core.ErrSettlementUnknown) {
+			errType = "settlement_unknown"
+		}
 	}
 	if span.IsRecording() {
 		span.SetAttributes(AttrOutcome.String(v.Action.String()))
@@ -252,10 +257,14 @@ func (t *Telemetry) settled(s core.Settlement) {
 		}
 		result := ResultSettled
 		if s.Err != nil {
+			what := "settlement failed: "
 			result = ResultFailed
+			if errType == "settlement_unknown" {
+				result, what = ResultUnknown, "settlement unknown: "
+			}
 			span.SetAttributes(semconv.ErrorTypeKey.String(errType))
 			span.RecordError(s.Err)
-			span.SetStatus(codes.Error, "settlement failed: "+s.Err.Error())
+			span.SetStatus(codes.Error, what+s.Err.Error())
 		}
 		span.SetAttributes(AttrResult.String(result))
 	}

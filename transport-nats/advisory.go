@@ -25,7 +25,7 @@ func AdvisoryMaxDeliveries(stream, consumer string) string {
 // watchAdvisories logs every max-deliveries advisory of the subscription's consumer: the
 // server's backstop stopped a message that settle did not move (its dead letter kept failing,
 // or the consumer's MaxDeliver is at or below the cap). The message stays in the stream,
-// undelivered, until an operator acts.
+// undelivered, until an operator acts (RepairStranded, once the ack floor passes it).
 func (c *consumer) watchAdvisories() error {
 	nc, err := c.c.NATS()
 	if err != nil {
@@ -38,7 +38,7 @@ func (c *consumer) watchAdvisories() error {
 			c.log.Error("nats: unreadable max-deliveries advisory", "subject", m.Subject, "error", err, "size", len(m.Data))
 			return
 		}
-		c.log.Error("nats: the server stopped delivering a message: it reached the consumer's MaxDeliver; it stays in the stream until an operator moves it",
+		c.log.Error("nats: the server stopped delivering a message: it reached the consumer's MaxDeliver; it stays in the stream, stranded, until an operator moves it (settle stranded repair)",
 			"queue", c.queue, "message_id", c.cfg.stream+":"+strconv.FormatUint(a.StreamSeq, 10), "attempt", a.Deliveries,
 			"stream", a.Stream, "consumer", a.Consumer, "stream_seq", a.StreamSeq, "deliveries", a.Deliveries)
 	})

@@ -22,12 +22,13 @@ import (
 // goroutines, a context with its timer and a channel: most of a confirmed ack's cost on the
 // client).
 //
-// A confirmation fails when:
+// A confirmation fails when every send of it was refused: its publish failed, or the server
+// answered "no responders" (no consumer listens on the ack subject any more). The frame was not
+// applied, and the settlement is reported as failed. It ends unknown (ErrSettlementUnknown: the
+// frame was sent, the server may have applied it) when:
 //
-//   - the deadline passes without an answer (a server that forgot the delivery in a crash
-//     ignores its ack);
-//   - every send of it was refused: its publish failed, or the server answered "no responders"
-//     (no consumer listens on the ack subject any more);
+//   - the deadline passes without an answer (the answer was lost, or a server that forgot the
+//     delivery in a crash ignored the frame);
 //   - the connection drops (an answer still due will never come: the request never reached the
 //     server, or it answered on the connection that died);
 //   - the context Finish was given ends (core cancels its work context when the shutdown
@@ -162,7 +163,9 @@ func (c *consumer) waitLocked(cf *confirmation) {
 			}
 			ctx := cf.ctx
 			wt = &watch{stop: context.AfterFunc(ctx, func() {
-				c.failWhere(func(cf *confirmation) bool { return cf.ctx.Done() == done }, func(*confirmation) error { return ctx.Err() })
+				c.failWhere(func(cf *confirmation) bool { return cf.ctx.Done() == done }, func(cf *confirmation) error {
+					return fmt.Errorf("stopped waiting for the server to confirm the %s (the server may have applied it): %w: %w", cf.what, ErrSettlementUnknown, ctx.Err())
+				})
 			})}
 			w.watched[done] = wt
 		}
@@ -294,8 +297,8 @@ func (c *consumer) sweep() {
 	c.flyMu.Unlock()
 	c.unsubscribe(unsub)
 	for _, cf := range due {
-		c.reportConfirmed(cf, fmt.Errorf("the server did not confirm the %s within %v (it does not answer one for a delivery it forgot, e.g. in a crash; the message comes back after its AckWait if it was not applied): %w",
-			cf.what, c.confirmWait(), context.DeadlineExceeded))
+		c.reportConfirmed(cf, fmt.Errorf("the server did not confirm the %s within %v (its answer was lost, or it ignored the frame for a delivery it forgot in a crash; if it did not apply it, the message comes back after its AckWait): %w: %w",
+			cf.what, c.confirmWait(), ErrSettlementUnknown, context.DeadlineExceeded))
 	}
 }
 
@@ -303,8 +306,8 @@ func (c *consumer) sweep() {
 // come.
 func (c *consumer) disconnected() {
 	c.failWhere(func(*confirmation) bool { return true }, func(cf *confirmation) error {
-		return fmt.Errorf("the connection dropped before the server confirmed the %s (the message comes back after its AckWait if it was lost): %w",
-			cf.what, context.Canceled)
+		return fmt.Errorf("the connection dropped before the server confirmed the %s (the server may have applied it; the message comes back after its AckWait if it was lost): %w: %w",
+			cf.what, ErrSettlementUnknown, context.Canceled)
 	})
 }
 

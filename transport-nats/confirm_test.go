@@ -104,8 +104,8 @@ func TestConfirmations(t *testing.T) {
 
 	d = deliver("ack.none")
 	c.confirmed(ctx, d, core.Verdict{Action: core.ActDrop}, settled, "+TERM", termFrame)
-	if err := wait(d, 5*time.Second); !errors.Is(err, nats.ErrNoResponders) {
-		t.Fatalf("+TERM without responders: %v; want ErrNoResponders", err)
+	if err := wait(d, 5*time.Second); !errors.Is(err, nats.ErrNoResponders) || errors.Is(err, ErrSettlementUnknown) {
+		t.Fatalf("+TERM without responders: %v; want ErrNoResponders, a failure (not unknown: nothing applied it)", err)
 	}
 
 	// Sent on a delivery that is not answered, then again on the sequence's new delivery, which
@@ -124,8 +124,8 @@ func TestConfirmations(t *testing.T) {
 	d = deliver("ack.silent")
 	start := time.Now()
 	c.confirmed(ctx, d, ack, settled, "ack", ackFrame)
-	if err := wait(d, 5*time.Second); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 300*time.Millisecond {
-		t.Fatalf("unanswered ack after %v: %v; want DeadlineExceeded after 300ms", time.Since(start), err)
+	if err := wait(d, 5*time.Second); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrSettlementUnknown) || time.Since(start) < 300*time.Millisecond {
+		t.Fatalf("unanswered ack after %v: %v; want DeadlineExceeded after 300ms, reported unknown", time.Since(start), err)
 	}
 
 	conn.timeout = time.Minute
@@ -133,13 +133,13 @@ func TestConfirmations(t *testing.T) {
 	d = deliver("ack.silent")
 	c.confirmed(cctx, d, ack, settled, "ack", ackFrame)
 	cancel()
-	if err := wait(d, 5*time.Second); !errors.Is(err, context.Canceled) {
-		t.Fatalf("ack whose context ended: %v; want Canceled", err)
+	if err := wait(d, 5*time.Second); !errors.Is(err, context.Canceled) || !errors.Is(err, ErrSettlementUnknown) {
+		t.Fatalf("ack whose context ended: %v; want Canceled, reported unknown (it was sent)", err)
 	}
 	d = deliver("ack.silent")
 	c.confirmed(cctx, d, ack, settled, "ack", ackFrame)
-	if err := wait(d, 5*time.Second); !errors.Is(err, context.Canceled) {
-		t.Fatalf("ack given an ended context: %v; want Canceled", err)
+	if err := wait(d, 5*time.Second); !errors.Is(err, context.Canceled) || errors.Is(err, ErrSettlementUnknown) {
+		t.Fatalf("ack given an ended context: %v; want Canceled, a failure (it was not sent)", err)
 	}
 
 	// A caller passing a context of its own to every settlement: each is watched while its
@@ -186,8 +186,8 @@ func TestConfirmations(t *testing.T) {
 	d = deliver("ack.silent")
 	c.confirmed(ctx, d, ack, settled, "ack", ackFrame)
 	c.disconnected()
-	if err := wait(d, 5*time.Second); err == nil || !strings.Contains(err.Error(), "connection dropped") {
-		t.Fatalf("ack waiting when the connection dropped: %v", err)
+	if err := wait(d, 5*time.Second); err == nil || !strings.Contains(err.Error(), "connection dropped") || !errors.Is(err, ErrSettlementUnknown) {
+		t.Fatalf("ack waiting when the connection dropped: %v; want it reported unknown", err)
 	}
 
 	c.flyMu.Lock()

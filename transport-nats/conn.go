@@ -112,8 +112,8 @@ func DeadLetterBackoff(min, max time.Duration) Option {
 
 // RequestTimeout bounds every JetStream API request and publish acknowledgement that has no
 // deadline of its own, and the wait for the server's confirmation of an ack or a +TERM (at most
-// the consumer's AckWait there): a confirmation that does not come within it is reported as a
-// failed settlement (default 5s).
+// the consumer's AckWait there): a confirmation that does not come within it is reported as an
+// unknown settlement, ErrSettlementUnknown (default 5s).
 func RequestTimeout(d time.Duration) Option {
 	return func(c *Conn) error {
 		if d <= 0 {

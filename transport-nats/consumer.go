@@ -23,6 +23,7 @@ type consumer struct {
 	cfg   *queueConfig
 	js    jetstream.JetStream
 	cons  jetstream.Consumer
+	st    jetstream.Stream // the queue's stream (health.go)
 	log   *slog.Logger
 	clock clock.Clock
 	queue string
@@ -76,6 +77,8 @@ type consumer struct {
 	// lastDone is the latest delivery acknowledged or terminated: Close sends a request on its
 	// ack subject as a barrier (see Close).
 	lastDone atomic.Pointer[Delivery]
+
+	stranded strandedWatch // the health check's sightings of stranded messages (health.go)
 }
 
 var (
@@ -108,7 +111,7 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 		return nil, nil, err
 	}
 	c := &consumer{
-		c: q.c, nc: nc, cfg: &q.cfg, js: js, cons: cons, log: sub.Logger, clock: sub.Clock, queue: q.cfg.subject,
+		c: q.c, nc: nc, cfg: &q.cfg, js: js, cons: cons, st: t.st, log: sub.Logger, clock: sub.Clock, queue: q.cfg.subject,
 		batch: q.cfg.fetchBatch, lease: leaseOf(ci), dest: o.DeadLetterTo,
 		held: make(map[*Delivery]clock.Timer), wake: make(chan struct{}, 1), sub: sub,
 	}
@@ -131,6 +134,7 @@ func open(ctx context.Context, q *Queue, sub core.Subscription) (core.Source, co
 	c.acks.c = c
 	c.win = newWindow(c.clock, c.lease, c.batch, ci != nil && ci.NumAckPending > 0)
 	c.dl = dlBackoff{min: q.c.dlWait[0], max: q.c.dlWait[1]}
+	c.warnDurability(ctx, t.si)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.watchAdvisories(); err != nil {
 		c.cancel()

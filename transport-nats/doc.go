@@ -30,9 +30,12 @@
 // subject of the subscription's own inbox (one NATS subscription per subscription, on the
 // connection's inbox prefix), and the answer reports the settlement; Finish returns at once and
 // the worker goes on, so a confirmation that is slow or never comes holds no worker and stops no
-// fetch. It waits at most RequestTimeout and at most the AckWait (one timer per subscription);
-// one that times out is reported as a failed settlement, and the message comes back after its
-// AckWait (at-least-once).
+// fetch. It waits at most RequestTimeout and at most the AckWait (one timer per subscription).
+// One that times out, or whose connection drops before the answer, is reported as unknown
+// (ErrSettlementUnknown, matching core.ErrSettlementUnknown): the server may have applied it and
+// lost the answer — the message is gone — or not, and the message comes back after its AckWait
+// (at-least-once). A frame that could not be sent, or that no consumer took ("no responders"), is
+// a failed settlement.
 //
 // # One delivery in hand per message
 //
@@ -57,6 +60,17 @@
 // server's backstop (cap + BackstopMargin by default); when it stops a message the server
 // publishes a max-deliveries advisory, which the subscription logs with stream, consumer and
 // stream sequence.
+//
+// # Stranded messages
+//
+// A message of the queue that the stream still holds at or below the consumer's ack floor is
+// never delivered again: a crash of a server that writes JetStream in the background (before
+// 2.10; 2.10+ without sync_interval: always, on a power loss) can leave settled messages there,
+// and MaxDeliver leaves the ones it stopped. Ops.Stats counts them (ops.Stats.Stranded), a
+// subscription's health warns of them (CheckHealth), and Ops.ListStranded and
+// Ops.RepairStranded list them and move them, to the dead letter or back to the queue, each
+// copy stored before its original goes. At start a subscription logs one line when its stream
+// has one replica on a server that does not sync every write (or when it cannot tell).
 //
 // # Leases and fetching
 //

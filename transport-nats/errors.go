@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/settlehq/settle/core"
 )
 
 var (
@@ -17,6 +19,14 @@ var (
 	// ErrDeadLetterNotStored is the settlement error of a dead letter whose copy JetStream did not
 	// acknowledge: the original is not terminated; it is held, then returned to be delivered again.
 	ErrDeadLetterNotStored = errors.New("the dead-letter copy was not stored")
+	// ErrSettlementUnknown is matched by the settlement error of an ack or a +TERM that was sent
+	// and whose confirmation did not come: the answer did not arrive within RequestTimeout (or
+	// the AckWait), the connection dropped, or the context ended while it waited. The server may
+	// have applied it — the message is gone — or not — it comes back after its AckWait. It
+	// matches core.ErrSettlementUnknown too, so core logs and reports such a settlement as
+	// unknown, not failed. A frame that was never sent, or that the server refused ("no
+	// responders": no consumer listens on the ack subject), is a failure and does not match it.
+	ErrSettlementUnknown = fmt.Errorf("natsjs: %w", core.ErrSettlementUnknown)
 )
 
 // TopologyError reports a stream or consumer that is missing or that exists with other settings

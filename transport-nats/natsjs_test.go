@@ -250,7 +250,7 @@ func TestMaxDeliveriesAdvisoryLogged(t *testing.T) {
 		r.mustStart()
 		r.publish("work", "m1", nil)
 		r.rec.WaitSettled(2)
-		recs := waitLog(t, r.logs, "nats: the server stopped delivering a message: it reached the consumer's MaxDeliver; it stays in the stream until an operator moves it")
+		recs := waitLog(t, r.logs, "nats: the server stopped delivering a message: it reached the consumer's MaxDeliver; it stays in the stream, stranded, until an operator moves it (settle stranded repair)")
 		a := recs[0].Attrs
 		if a["stream"] != r.stream("work") || a["consumer"] != r.stream("work") || a["stream_seq"] != uint64(1) || a["deliveries"] != int64(2) {
 			t.Fatalf("advisory logged with %v", a)

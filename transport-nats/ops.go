@@ -16,7 +16,11 @@ import (
 // captures it and its durable consumer) and its dead-letter subject.
 //
 // Stats reads the consumer's info: Ready is its NumPending (stored, not yet delivered),
-// InFlight its NumAckPending (delivered, not yet acknowledged). JetStream keeps a message whose
+// InFlight its NumAckPending (delivered, not yet acknowledged). Stranded counts the messages of
+// the subject the stream still holds at or below the consumer's ack floor, which it will never
+// deliver again (see ListStranded and RepairStranded): one direct get per stranded message, one
+// in all when there is none. A message acknowledged at the instant of the reading can be counted
+// once (the server moves the floor just before it removes the message); a stranded one stays. JetStream keeps a message whose
 // redelivery is delayed (-NAK with delay) pending acknowledgement too, so delayed messages are
 // counted in flight and Delayed is reported unmeasured. OldestReady is the age of the first
 // message not yet delivered (a direct get by subject from the consumer's delivered sequence).
@@ -171,6 +175,11 @@ func (o *Ops) Stats(ctx context.Context) (ops.Stats, error) {
 		s.Ready, s.InFlight = int64(ci.NumPending), int64(ci.NumAckPending)
 		if err := o.oldest(ctx, st, ci.Delivered.Stream+1, s.Ready, &s); err != nil {
 			return s, err
+		}
+		if st.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy { // others keep messages by design
+			if s.Stranded, err = o.countStranded(ctx, strandedScope{st: st, floor: ci.AckFloor.Stream}); err != nil {
+				return s, err
+			}
 		}
 	}
 	if o.dead == "" {

@@ -26,6 +26,7 @@ type rig struct {
 	app    *core.App
 	rec    *coretest.Recorder
 	logs   *coretest.Logs
+	events *events
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -33,10 +34,10 @@ type rig struct {
 func newRig(t *testing.T, url string, clk clock.Clock, opts ...natsjs.Option) *rig {
 	t.Helper()
 	r := &rig{t: t, url: url, prefix: uniquePrefix(t), admin: newAdmin(t, url), clock: clk,
-		rec: coretest.NewRecorder(t), logs: &coretest.Logs{}}
+		rec: coretest.NewRecorder(t), logs: &coretest.Logs{}, events: &events{}}
 	r.admin.deleteStreamsOnCleanup(t, r.prefix)
 	r.app = core.New(core.WithClock(clk), core.WithLogger(logTo(r.logs)), core.WithoutSignals(),
-		core.WithObserver(r.rec.Observe), core.WithShutdownTimeout(5*time.Second))
+		core.WithObserver(r.rec.Observe), core.WithEventObserver(r.events.observe), core.WithShutdownTimeout(5*time.Second))
 	c, err := natsjs.New(url, append([]natsjs.Option{natsjs.WithLogger(logTo(r.logs)), natsjs.WithClock(clk)}, opts...)...)
 	if err != nil {
 		t.Fatalf("natsjs.New: %v", err)

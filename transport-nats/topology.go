@@ -17,6 +17,10 @@ type topology struct {
 	declare bool
 	cap     int
 	dest    string
+
+	// What ensure found: the queue's stream, and its info.
+	st jetstream.Stream
+	si *jetstream.StreamInfo
 }
 
 // consumerSpec is the consumer settle would declare, and which of its settings were given.
@@ -55,6 +59,7 @@ func (t *topology) ensure(ctx context.Context, js jetstream.JetStream) (jetstrea
 	if err != nil {
 		return nil, nil, err
 	}
+	t.si = si
 	cons, ci, err := t.ensureConsumer(ctx, js, si)
 	if err != nil {
 		return nil, nil, err
@@ -98,6 +103,7 @@ func (t *topology) ensureStream(ctx context.Context, js jetstream.JetStream) (*j
 	} else if err != nil {
 		return nil, fmt.Errorf("stream %q: %w", c.stream, err)
 	}
+	t.st = s
 	si := s.CachedInfo()
 	var diffs []string
 	if !captures(si.Config.Subjects, c.subject) {

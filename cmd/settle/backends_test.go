@@ -52,6 +52,8 @@ type fixture struct {
 	queued, dead func(t testing.TB) int
 	// queuedBodies reads the queue's payloads (RabbitMQ: without taking them).
 	queuedBodies func(t testing.TB) [][]byte
+	// addReady publishes a ready message to the queue (SQL fixtures).
+	addReady func(t testing.TB, payload []byte)
 }
 
 func deadHeaders(origin, reason string, count int) map[string]string {
@@ -67,6 +69,10 @@ func sqlFixture(t testing.TB, name, dsn string, d sqlqueue.Dialect, db sqlqueue.
 	if err != nil {
 		t.Fatal(err)
 	}
+	queuePub, err := sqlqueue.NewPublisher(d, db, sqlqueue.StandardTable(table), "refunds")
+	if err != nil {
+		t.Fatal(err)
+	}
 	countGroup := "SELECT COUNT(*) FROM " + quote(table) + " WHERE " + quote("grp") + " = " + ph(1) + " AND " + quote("processed_at") + " IS NULL"
 	return &fixture{
 		name:   name,
@@ -79,6 +85,11 @@ func sqlFixture(t testing.TB, name, dsn string, d sqlqueue.Dialect, db sqlqueue.
 				t.Fatal(err)
 			}
 			return strconv.FormatInt(id, 10)
+		},
+		addReady: func(t testing.TB, payload []byte) {
+			if _, err := queuePub.PublishRaw(context.Background(), payload); err != nil {
+				t.Fatal(err)
+			}
 		},
 		queued: func(t testing.TB) int { return count(countGroup, "refunds") },
 		dead:   func(t testing.TB) int { return count(countGroup, "refunds.dead") },

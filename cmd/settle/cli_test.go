@@ -120,10 +120,10 @@ func TestCLIErrors(t *testing.T) {
 // TestParseTarget reads --target strings, keeping the driver's own parameters.
 func TestParseTarget(t *testing.T) {
 	for in, want := range map[string]target{
-		"sqlite:///var/q.db?table=jobs&queue=refunds&dead=refunds.dead": {kind: "sqlite", dsn: "/var/q.db", table: "jobs", queue: "refunds", dead: "refunds.dead"},
-		"postgres://u@h/db?sslmode=disable&table=jobs&dead=jobs_dead":   {kind: "postgres", dsn: "postgres://u@h/db?sslmode=disable", table: "jobs", dead: "jobs_dead"},
-		"mysql://root@tcp(h:3306)/test?parseTime=true&table=t&queue=q":  {kind: "mysql", dsn: "root@tcp(h:3306)/test?parseTime=true", table: "t", queue: "q"},
-		"amqp://g:g@h:5672/?queue=payouts&dead=payouts.dead&waiting=a":  {kind: "amqp", dsn: "amqp://g:g@h:5672/", queue: "payouts", dead: "payouts.dead", wait: []string{"a"}},
+		"sqlite:///var/q.db?table=jobs&queue=refunds&dead=refunds.dead": {kind: "sqlite", raw: "sqlite:///var/q.db", dsn: "/var/q.db", table: "jobs", queue: "refunds", dead: "refunds.dead"},
+		"postgres://u@h/db?sslmode=disable&table=jobs&dead=jobs_dead":   {kind: "postgres", raw: "postgres://u@h/db?sslmode=disable", dsn: "postgres://u@h/db?sslmode=disable", table: "jobs", dead: "jobs_dead"},
+		"mysql://root@tcp(h:3306)/test?parseTime=true&table=t&queue=q":  {kind: "mysql", raw: "mysql://root@tcp(h:3306)/test?parseTime=true", dsn: "root@tcp(h:3306)/test?parseTime=true", table: "t", queue: "q"},
+		"amqp://g:g@h:5672/?queue=payouts&dead=payouts.dead&waiting=a":  {kind: "amqp", raw: "amqp://g:g@h:5672/", dsn: "amqp://g:g@h:5672/", queue: "payouts", dead: "payouts.dead", wait: []string{"a"}},
 	} {
 		got, err := parseTarget(in)
 		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {

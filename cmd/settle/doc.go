@@ -7,6 +7,8 @@
 //	settle dead show ID               one dead letter: headers and payload
 //	settle dead redrive ID… | --all   back to the queue they came from, attempts reset
 //	settle dead purge ID… | --all     deleted for good
+//	settle stranded                   NATS: messages the stream holds and will never deliver again
+//	settle stranded repair SEQ… | --all [--to dead|queue]   moved to the dead letter or the queue
 //	settle console                    the web console (package console)
 //	settle asyncapi -- COMMAND…       the AsyncAPI document of a program's App
 //

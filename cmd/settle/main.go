@@ -63,6 +63,8 @@ Usage:
   settle dead show ID                one dead letter: why, headers, payload
   settle dead redrive ID… | --all | FILTER   send dead letters back to their queue
   settle dead purge ID… | --all | FILTER     delete dead letters for good
+  settle stranded [ls]               NATS: messages the stream holds and will never deliver again
+  settle stranded repair SEQ… | --all [--to dead|queue]   move them to the dead letter or the queue
   settle console [--listen 127.0.0.1:8080] [--target T]…   the web console
   settle asyncapi [--out FILE] -- COMMAND…   the AsyncAPI document of a program's App
 
@@ -93,6 +95,7 @@ func main() {
 
 // run runs one command line and returns its exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	stderr = newScrubber(stderr, commandSecrets(args))
 	err := dispatch(ctx, args, stdout, stderr)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stderr, "settle: %v\n", err)
@@ -120,6 +123,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return cmdConsole(ctx, rest, stdout, stderr)
 	case "asyncapi":
 		return cmdAsyncAPI(ctx, rest, stdout, stderr)
+	case "stranded":
+		return cmdStranded(ctx, rest, stdout, stderr)
 	case "dead":
 		if len(rest) == 0 {
 			return usageErr("settle dead: name a subcommand: ls, show, redrive or purge")
@@ -136,7 +141,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return usageErr("settle dead: unknown subcommand %q (ls, show, redrive, purge)", rest[0])
 	}
-	return usageErr("unknown command %q (stats, dead, console; settle help)", cmd)
+	return usageErr("unknown command %q (stats, dead, stranded, console; settle help)", cmd)
 }
 
 // common are the flags every command takes.
@@ -149,7 +154,16 @@ type common struct {
 
 type stringList []string
 
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
+// String is what -h prints as the default (from the environment): DSNs with their passwords
+// masked.
+func (s *stringList) String() string {
+	out := make([]string, len(*s))
+	for i, v := range *s {
+		out[i] = redact(v)
+	}
+	return strings.Join(out, ",")
+}
+
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func newCommon(name string, stderr io.Writer) *common {
@@ -169,6 +183,7 @@ func newCommon(name string, stderr io.Writer) *common {
 
 // parse parses args, allowing flags after positional arguments (settle dead show 7 --json).
 func (c *common) parse(args []string) ([]string, error) {
+	hideDefaults(c.fs)
 	var pos []string
 	for {
 		if err := c.fs.Parse(args); err != nil {
@@ -191,7 +206,16 @@ func (c *common) target() (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	return target{kind: kind, dsn: dsn, table: c.table, queue: c.queue, dead: c.dead, wait: c.waiting}, nil
+	return target{kind: kind, raw: c.dsn, dsn: dsn, table: c.table, queue: c.queue, dead: c.dead, wait: c.waiting}, nil
+}
+
+// checkIDs refuses dead-letter ids the target's backend cannot have.
+func (c *common) checkIDs(ids []string) error {
+	t, err := c.target()
+	if err != nil {
+		return err
+	}
+	return checkIDs(t.kind, ids)
 }
 
 func (c *common) open(ctx context.Context) (ops.Queue, io.Closer, error) {
@@ -258,10 +282,12 @@ func cmdStats(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if c.json {
-		return writeJSON(stdout, statsJSON(s))
+		err = writeJSON(stdout, statsJSON(s))
+	} else {
+		printStats(stdout, []ops.Stats{s})
 	}
-	printStats(stdout, []ops.Stats{s})
-	return nil
+	statsHints(ctx, q, stderr, s)
+	return err
 }
 
 func cmdDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -294,10 +320,14 @@ func cmdDeadList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if c.json {
-		return writeJSON(stdout, pageJSON(page))
+		err = writeJSON(stdout, pageJSON(page))
+	} else {
+		printDeadList(stdout, page, time.Now())
 	}
-	printDeadList(stdout, page, time.Now())
-	return nil
+	if len(page.Items) == 0 && *cursor == "" {
+		deadHint(ctx, q, stderr)
+	}
+	return err
 }
 
 func cmdDeadShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -308,6 +338,9 @@ func cmdDeadShow(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if len(pos) != 1 {
 		return usageErr("settle dead show takes one dead-letter id (got %d)", len(pos))
+	}
+	if err := c.checkIDs(pos); err != nil {
+		return err
 	}
 	q, closer, err := c.open(ctx)
 	if err != nil {
@@ -348,6 +381,9 @@ func cmdDeadChange(ctx context.Context, what string, args []string, stdout, stde
 	if what == "purge" && (*keep || *verbose) {
 		return usageErr("--keep-attempts and -v apply to redrive only")
 	}
+	if err := c.checkIDs(pos); err != nil {
+		return err
+	}
 	q, closer, err := c.open(ctx)
 	if err != nil {
 		return err
@@ -366,6 +402,9 @@ func cmdDeadChange(ctx context.Context, what string, args []string, stdout, stde
 		n, err = q.Redrive(ctx, sel, opt)
 	} else {
 		n, err = q.Purge(ctx, sel)
+	}
+	if n == 0 && err == nil && len(pos) == 0 {
+		defer deadHint(ctx, q, stderr) // after the count
 	}
 	if c.json {
 		out := map[string]any{"action": what, "done": n, "selection": sel.String()}

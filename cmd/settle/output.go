@@ -35,7 +35,7 @@ func printStats(w io.Writer, all []ops.Stats) {
 	var notes []string
 	for _, s := range all {
 		oldest := "-"
-		if s.Measured(ops.FigureOldestReady) {
+		if console.HasOldest(s) {
 			oldest = console.Age(s.OldestReady)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Queue, figure(s, ops.FigureReady, s.Ready),
@@ -43,6 +43,9 @@ func printStats(w io.Writer, all []ops.Stats) {
 			figure(s, ops.FigureDead, s.Dead), oldest)
 		for _, u := range s.Unmeasured {
 			notes = append(notes, fmt.Sprintf("- %s %s: %s", s.Queue, strings.ReplaceAll(string(u.Figure), "_", " "), u.Why))
+		}
+		if s.Stranded > 0 {
+			notes = append(notes, fmt.Sprintf("- %s: %d stranded: held by the stream, never delivered again (settle stranded)", s.Queue, s.Stranded))
 		}
 	}
 	tw.Flush()
@@ -118,7 +121,8 @@ func printDead(w io.Writer, d ops.DeadLetter, now time.Time) {
 	}
 }
 
-// The JSON shapes: an unmeasured figure is null, never a 0 that reads as "none".
+// The JSON shapes: an unmeasured figure is null, never a 0 that reads as "none"; so is the
+// oldest ready age of an empty queue, which has none.
 
 type statsOut struct {
 	Queue        string           `json:"queue"`
@@ -128,6 +132,7 @@ type statsOut struct {
 	InFlight     *int64           `json:"in_flight"`
 	Dead         *int64           `json:"dead"`
 	OldestReadyS *float64         `json:"oldest_ready_seconds"`
+	Stranded     int64            `json:"stranded,omitempty"`
 	At           time.Time        `json:"at"`
 	Unmeasured   []ops.Unmeasured `json:"unmeasured,omitempty"`
 }
@@ -141,8 +146,8 @@ func statsJSON(s ops.Stats) statsOut {
 	}
 	out := statsOut{Queue: s.Queue, DeadLetter: s.DeadLetter, Ready: n(ops.FigureReady, s.Ready),
 		Delayed: n(ops.FigureDelayed, s.Delayed), InFlight: n(ops.FigureInFlight, s.InFlight),
-		Dead: n(ops.FigureDead, s.Dead), At: s.At, Unmeasured: s.Unmeasured}
-	if s.Measured(ops.FigureOldestReady) {
+		Dead: n(ops.FigureDead, s.Dead), Stranded: s.Stranded, At: s.At, Unmeasured: s.Unmeasured}
+	if console.HasOldest(s) {
 		secs := s.OldestReady.Seconds()
 		out.OldestReadyS = &secs
 	}

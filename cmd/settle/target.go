@@ -24,7 +24,8 @@ import (
 // --target string name it.
 type target struct {
 	kind  string // sqlite, postgres, mysql, amqp, nats
-	dsn   string // what the driver takes (settle's own parameters removed)
+	raw   string // the DSN as given (settle's own parameters removed), for messages, redacted
+	dsn   string // what the driver takes
 	table string // SQL: the queue table
 	queue string // the group (SQL tables with a group column), the AMQP queue, or the NATS subject
 	dead  string // the dead-letter group, table, queue or subject
@@ -56,6 +57,7 @@ func parseTarget(s string) (target, error) {
 	}
 	var err error
 	t.kind, t.dsn, err = splitDSN(base)
+	t.raw = base
 	return t, err
 }
 
@@ -86,22 +88,6 @@ func splitDSN(dsn string) (kind, driverDSN string, err error) {
 	return "", "", usageErr("DSN scheme %q is not one settle reads (sqlite, postgres, mysql, mariadb, amqp, amqps, nats)", scheme)
 }
 
-// redact hides a password in a DSN for messages.
-func redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
-		}
-	}
-	if at := strings.LastIndex(dsn, "@"); at > 0 {
-		if colon := strings.Index(dsn[:at], ":"); colon > 0 && !strings.Contains(dsn[:colon], "/") {
-			return dsn[:colon+1] + "xxxxx" + dsn[at:]
-		}
-	}
-	return dsn
-}
-
 // name is how the console and messages call the target.
 func (t target) name() string {
 	switch {
@@ -117,7 +103,7 @@ func (t target) name() string {
 var errUnreachable = errors.New("cannot reach the backend")
 
 func unreachable(t target, err error) error {
-	return fmt.Errorf("%w: %s at %s: %w", errUnreachable, t.kind, redact(t.dsn), err)
+	return fmt.Errorf("%w: %s at %s: %w", errUnreachable, t.kind, redact(t.raw), err)
 }
 
 // open connects to the target's backend and returns its ops.Queue; closing the Closer
@@ -255,12 +241,16 @@ func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
 		}
 	}
 	var q *sqlqueue.Ops
+	var so *sqlOps
 	if err == nil {
 		group := t.queue
 		if tb.Columns.Group == "" {
 			group = ""
 		}
 		q, err = sqlqueue.NewOps(ctx, s.d, s.db, tb, group, t.dead)
+		if err == nil {
+			so, err = newSQLOps(q, s.d, s.db, tb, ref, group, t.dead)
+		}
 	}
 	if err != nil {
 		s.closer.Close()
@@ -269,5 +259,5 @@ func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
 		}
 		return nil, nil, unreachable(t, err)
 	}
-	return q, s.closer, nil
+	return so, s.closer, nil
 }

@@ -32,9 +32,10 @@ type Broker struct {
 	delays *core.InProcessDelay
 	nextID atomic.Int64
 
-	mu     sync.Mutex
-	queues map[string]*memQueue
-	closed bool
+	mu      sync.Mutex
+	queues  map[string]*memQueue
+	closed  bool
+	batches int // FinishBatch calls
 }
 
 // Stored is a message as a queue holds it.
@@ -187,6 +188,14 @@ func (b *Broker) Unacked(queue string) int {
 	return 0
 }
 
+// Batches returns how many batches the broker's finishers settled together
+// (core.BatchFinisher), each under one lock.
+func (b *Broker) Batches() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.batches
+}
+
 // Delayed returns how many delayed copies wait in the process.
 func (b *Broker) Delayed() int { return b.delays.Pending() }
 
@@ -222,8 +231,9 @@ type Endpoint struct {
 }
 
 var (
-	_ core.Endpoint = (*Endpoint)(nil)
-	_ core.Target   = (*Endpoint)(nil)
+	_ core.BatchFinisher = (*finisher)(nil)
+	_ core.Endpoint      = (*Endpoint)(nil)
+	_ core.Target        = (*Endpoint)(nil)
 )
 
 // Queue names the queue.
@@ -312,19 +322,48 @@ func (f *finisher) SettlesReplies(t core.Target) bool {
 }
 
 func (f *finisher) Finish(ctx context.Context, d core.Delivery, v core.Verdict, settled core.Settled) {
+	b := f.e.b
+	f.schedule(d, v)
+	b.mu.Lock()
+	err := f.settleLocked(d, v)
+	b.mu.Unlock()
+	settled(d, v, err)
+}
+
+// FinishBatch settles a batch's deliveries together, under one lock (core.BatchFinisher).
+func (f *finisher) FinishBatch(ctx context.Context, ds []core.Delivery, vs []core.Verdict, settled core.Settled) {
+	b := f.e.b
+	for i, d := range ds {
+		f.schedule(d, vs[i])
+	}
+	errs := make([]error, len(ds))
+	b.mu.Lock()
+	for i, d := range ds {
+		errs[i] = f.settleLocked(d, vs[i])
+	}
+	b.batches++
+	b.mu.Unlock()
+	for i, d := range ds {
+		settled(d, vs[i], errs[i])
+	}
+}
+
+// schedule holds the copy of a retry-after on the broker's clock.
+func (f *finisher) schedule(d core.Delivery, v core.Verdict) {
+	if v.Action != core.ActRetryAfter {
+		return
+	}
+	md := d.(*delivery)
+	c := *md.m
+	c.Attempt++
+	f.e.b.delays.Schedule(md.queue, d, v.Delay, func() { f.e.b.back(md.queue, &c, false) })
+}
+
+// settleLocked performs v on d, but a retry-after's delay (schedule); b.mu is held.
+func (f *finisher) settleLocked(d core.Delivery, v core.Verdict) error {
 	md := d.(*delivery)
 	b := f.e.b
-	next := func() *Stored {
-		c := *md.m
-		c.Attempt++
-		return &c
-	}
-	if v.Action == core.ActRetryAfter {
-		c := next()
-		b.delays.Schedule(md.queue, d, v.Delay, func() { b.back(md.queue, c, false) })
-	}
 	var err error
-	b.mu.Lock()
 	q := b.queue(md.queue)
 	switch v.Action {
 	case core.ActAck:
@@ -338,7 +377,9 @@ func (f *finisher) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		q.release(md.m)
 		q.settleKeyLocked(md.m)
 	case core.ActRetry:
-		q.backLocked(next(), false)
+		c := *md.m
+		c.Attempt++
+		q.backLocked(&c, false) // on an ordered queue, still holding its key
 	case core.ActDeadLetter:
 		q.release(md.m)
 		q.settleKeyLocked(md.m)
@@ -360,8 +401,7 @@ func (f *finisher) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 		}
 	}
 	q.unacked--
-	b.mu.Unlock()
-	settled(d, v, err)
+	return err
 }
 
 // replies publishes an ack's replies with it; b.mu is held. A reply to another broker's queue

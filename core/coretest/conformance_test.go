@@ -67,8 +67,35 @@ func TestConformance(t *testing.T) {
 				b := coretest.NewBroker(v, nil)
 				t.Cleanup(func() { b.Close() })
 				return transporttest.Env{Backend: memBackend{b: b, viaCore: c.viaCore}, Clock: v, Virtual: v, LeakCheck: leakCheck,
-					Features: transporttest.Features{Publish: everything, Ordered: transporttest.Supported}}
+					Features: transporttest.Features{Publish: everything, Batch: transporttest.Supported, Ordered: transporttest.Supported}}
 			})
 		})
 	}
+}
+
+// refusingBatches is the in-memory backend with endpoints that refuse batch subscriptions, as a
+// backend that cannot run them does: the suite's Batch section then proves the refusal.
+type refusingBatches struct{ memBackend }
+
+func (r refusingBatches) Endpoint(queue string) core.Endpoint {
+	return batchRefuser{r.b.Queue(queue)}
+}
+
+type batchRefuser struct{ *coretest.Endpoint }
+
+func (e batchRefuser) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
+	if sub.Options.BatchSize > 0 {
+		return nil, nil, &core.UnsupportedError{Option: "core.SubscribeBatch", Backend: "in-memory queue " + e.Queue(), Instead: "use core.Subscribe"}
+	}
+	return e.Endpoint.Open(ctx, sub)
+}
+
+func TestConformanceBatchRefused(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T) transporttest.Env {
+		v := clock.NewVirtual(coretest.Epoch)
+		b := coretest.NewBroker(v, nil)
+		t.Cleanup(func() { b.Close() })
+		return transporttest.Env{Backend: refusingBatches{memBackend{b: b}}, Clock: v, Virtual: v, LeakCheck: leakCheck,
+			Features: transporttest.Features{Batch: transporttest.Refused}}
+	})
 }

@@ -67,6 +67,15 @@ func Subscribe[T any](h *Harness, queue string, handler core.Handler[T], opts ..
 	}
 }
 
+// SubscribeBatch mounts the batch handler on the in-memory queue; it fails the test on a
+// construction error.
+func SubscribeBatch[T any](h *Harness, queue string, handler core.BatchHandler[T], opts ...core.Option) {
+	h.T.Helper()
+	if err := core.SubscribeBatch(h.App, h.Broker.Queue(queue), handler, opts...); err != nil {
+		h.T.Fatalf("coretest.SubscribeBatch(%q): %v", queue, err)
+	}
+}
+
 // Start runs the App in the background; the test's cleanup stops it.
 func (h *Harness) Start() {
 	h.T.Helper()

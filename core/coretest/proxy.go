@@ -7,13 +7,16 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
 // Proxy is a TCP proxy on a loopback port, in front of a server, that a test uses to cut a
 // backend off and bring it back without touching the server other tests share: Cut closes
 // every connection through it and refuses new ones (the server looks down), Refuse refuses new
-// connections only (those open keep working), Restore accepts again.
+// connections only (those open keep working), Restore accepts again, and MuteServer silences
+// the server on the connections open (what it sends is lost, what the client sends still
+// reaches it).
 type Proxy struct {
 	target string
 	ln     net.Listener
@@ -21,6 +24,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	mode   proxyMode
 	conns  map[net.Conn]struct{}
+	links  map[*atomic.Bool]struct{} // the muted flags of the open connections
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -46,7 +50,7 @@ func NewProxy(t testing.TB, target string, ports ...int) *Proxy {
 			errs = append(errs, err)
 			continue
 		}
-		p := &Proxy{target: target, ln: ln, conns: make(map[net.Conn]struct{})}
+		p := &Proxy{target: target, ln: ln, conns: make(map[net.Conn]struct{}), links: make(map[*atomic.Bool]struct{})}
 		p.wg.Add(1)
 		go p.accept()
 		t.Cleanup(p.Close)
@@ -78,6 +82,18 @@ func (p *Proxy) Cut() {
 func (p *Proxy) Refuse() {
 	p.mu.Lock()
 	p.mode = proxyRefuse
+	p.mu.Unlock()
+}
+
+// MuteServer drops, from now on, everything the server sends on the connections open through
+// the proxy, while what their clients send still reaches it: the server acts on a request and
+// its answer is lost, as when a connection dies after the server applied it. A muted
+// connection stays muted until Cut or Close ends it; connections opened later are not muted.
+func (p *Proxy) MuteServer() {
+	p.mu.Lock()
+	for m := range p.links {
+		m.Store(true)
+	}
 	p.mu.Unlock()
 }
 
@@ -135,23 +151,48 @@ func (p *Proxy) forward(c net.Conn) {
 		_ = s.Close()
 		return
 	}
+	muted := new(atomic.Bool)
 	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
+	p.links[muted] = struct{}{}
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+	pipe := func(dst, src net.Conn, muted *atomic.Bool) {
+		if muted == nil {
+			_, _ = io.Copy(dst, src)
+		} else {
+			_, _ = io.Copy(dst, mutable{src, muted})
+		}
 		_ = dst.Close()
 		_ = src.Close()
 		done <- struct{}{}
 	}
-	go pipe(s, c)
-	go pipe(c, s)
+	go pipe(s, c, nil)
+	go pipe(c, s, muted)
 	<-done
 	<-done
 	p.mu.Lock()
 	delete(p.conns, c)
 	delete(p.conns, s)
+	delete(p.links, muted)
 	p.mu.Unlock()
+}
+
+// mutable reads from a server connection and, once muted, drops what it read.
+type mutable struct {
+	r     io.Reader
+	muted *atomic.Bool
+}
+
+func (m mutable) Read(b []byte) (int, error) {
+	for {
+		n, err := m.r.Read(b)
+		if n == 0 || !m.muted.Load() {
+			return n, err
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 }
 
 // String names the proxy and its target, for logs.

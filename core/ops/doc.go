@@ -30,7 +30,9 @@
 //
 // Backends whose figures cannot be taken without the server's internals report them in
 // Stats.Unmeasured with why (a row-lock claim's locks, RabbitMQ's unacknowledged messages),
-// rather than a zero that reads as "none".
+// rather than a zero that reads as "none". Stats.Stranded counts messages a backend holds that
+// its consumer will never deliver again (a JetStream stream's below its consumer's ack floor,
+// after a server crash); only JetStream can strand messages, and natsjs.Ops repairs them.
 //
 // The conformance suite is package opstest.
 package ops

@@ -47,6 +47,12 @@ type Stats struct {
 	Dead int64 `json:"dead"`
 	// OldestReady is the age of the oldest ready message at At; zero when none is ready.
 	OldestReady time.Duration `json:"oldest_ready_ns"`
+	// Stranded counts messages the backend still holds for the queue that its consumer will
+	// never deliver again: a JetStream work-queue stream's messages at or below its consumer's
+	// ack floor, left there by a server crash that lost their removal, or by MaxDeliver. The
+	// backend's repair moves them (the settle command's "stranded"). Only JetStream strands
+	// messages; the other backends report 0.
+	Stranded int64 `json:"stranded,omitempty"`
 	// At is when the figures were taken.
 	At time.Time `json:"at"`
 	// Unmeasured lists the figures this backend could not take, each with why; their fields
@@ -64,6 +70,7 @@ const (
 	FigureInFlight    Figure = "in_flight"
 	FigureDead        Figure = "dead"
 	FigureOldestReady Figure = "oldest_ready"
+	FigureStranded    Figure = "stranded"
 )
 
 // Unmeasured is a figure a backend cannot take, and why.

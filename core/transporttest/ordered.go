@@ -32,10 +32,7 @@ var (
 	OrderedTimeout = 5 * time.Minute
 )
 
-var ordered = []struct {
-	name string
-	run  func(*testing.T, Env)
-}{
+var ordered = []testCase{
 	{"Refusal", orderedRefusal},
 	{"Ledger", orderedLedger},
 	{"AbandonedHeadComesBackFirst", orderedAbandoned},

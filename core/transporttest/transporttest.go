@@ -11,6 +11,9 @@
 // capability runs as Features.Publish declares it: a capability left Undeclared skips its case
 // with a message naming it, so a backend that has not declared its publishing yet still passes.
 //
+// The "Batch" section proves batch subscriptions (core.SubscribeBatch) as Features.Batch
+// declares them, the same way.
+//
 // The "Ordered" section proves core.Ordered (see ordered.go) as Features.Ordered declares it.
 package transporttest
 
@@ -36,6 +39,10 @@ type Features struct {
 	CountsAtTake bool
 	// Publish declares the backend's publishing capabilities, for the Publishing section.
 	Publish PublishFeatures
+	// Batch declares batch subscriptions (core.SubscribeBatch), for the Batch section:
+	// Supported runs its cases, Refused proves that the backend's endpoints refuse them with
+	// core.ErrUnsupported, Undeclared skips them.
+	Batch Capability
 	// Ordered declares whether the backend honours core.Ordered(), for the Ordered section
 	// (Undeclared skips it, naming this field; Refused proves the refusal).
 	Ordered Capability
@@ -154,25 +161,23 @@ type Factory func(t *testing.T) Env
 // Delay is the RetryAfter delay the suite uses on real time.
 var Delay = 300 * time.Millisecond
 
-// Run runs every case of the suite as a subtest of t, the Publishing section last.
+// Run runs every case of the suite as a subtest of t, then the Publishing and Batch sections.
 func Run(t *testing.T, newEnv Factory) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(t, newEnv(t))
 		})
 	}
-	t.Run("Publishing", func(t *testing.T) {
-		for _, c := range publishing {
-			t.Run(c.name, func(t *testing.T) {
-				c.run(t, newEnv(t))
-			})
-		}
-	})
-	t.Run("Ordered", func(t *testing.T) {
-		for _, c := range ordered {
-			t.Run(c.name, func(t *testing.T) {
-				c.run(t, newEnv(t))
-			})
-		}
-	})
+	for _, section := range []struct {
+		name  string
+		cases []testCase
+	}{{"Publishing", publishing}, {"Batch", batching}, {"Ordered", ordered}} {
+		t.Run(section.name, func(t *testing.T) {
+			for _, c := range section.cases {
+				t.Run(c.name, func(t *testing.T) {
+					c.run(t, newEnv(t))
+				})
+			}
+		})
+	}
 }

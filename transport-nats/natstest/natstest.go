@@ -9,6 +9,9 @@
 //	cl := natstest.NewCluster(t, []int{4240, 4241, 4242}, []int{6240, 6241, 6242})
 //	conn, _ := natsjs.New(cl.URLs(), ...) // every member's URL
 //	cl.StreamLeader("work").Shutdown()     // the stream's leader goes away
+//
+// Strand leaves a message stranded below a consumer's ack floor on any server, for tests of
+// the stranded messages' detection and repair.
 package natstest
 
 import (

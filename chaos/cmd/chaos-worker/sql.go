@@ -140,7 +140,7 @@ func setupSQL(ctx context.Context, app *core.App, w *worker) (core.Endpoint, []c
 		if cfg.pluginArgs != "" {
 			args = strings.Fields(cfg.pluginArgs)
 		}
-		p, err := eventplugin.Load(ctx, cfg.plugin, eventplugin.Args(args...), eventplugin.Logger(w.log))
+		p, err := eventplugin.Load(ctx, cfg.plugin, eventplugin.Args(args...), eventplugin.WithLogger(w.log))
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -31,11 +31,22 @@ type NATS struct {
 // StartNATS starts the nats-server binary server (2.10 or later) with JetStream on 127.0.0.1:port,
 // storing in dir and fsyncing every write (its configuration file is dir/nats.conf).
 func StartNATS(ctx context.Context, g *Groups, server, dir string, port int) (*NATS, error) {
+	return startNATS(ctx, g, server, dir, natsConfig(port, filepath.Join(dir, "store")), port)
+}
+
+// StartNATSNoSync starts the nats-server binary server as StartNATS does, but with JetStream
+// writing to disk in the background, as its version does by default: for a server before 2.10,
+// which has no setting to sync every write (LegacyNATSServer).
+func StartNATSNoSync(ctx context.Context, g *Groups, server, dir string, port int) (*NATS, error) {
+	return startNATS(ctx, g, server, dir, natsConfigNoSync(port, filepath.Join(dir, "store")), port)
+}
+
+func startNATS(ctx context.Context, g *Groups, server, dir, conf string, port int) (*NATS, error) {
 	store := filepath.Join(dir, "store")
 	if err := os.MkdirAll(store, 0o700); err != nil {
 		return nil, fmt.Errorf("nats: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(natsConfig(port, store)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(conf), 0o600); err != nil {
 		return nil, fmt.Errorf("nats: %w", err)
 	}
 	n := &NATS{Port: port, dir: dir, server: server, g: g}
@@ -53,6 +64,16 @@ server_name: "settle-chaos-%d"
 jetstream {
   store_dir: %s
   sync_interval: always
+}
+`, port, port, strconv.Quote(store))
+}
+
+// natsConfigNoSync is natsConfig without sync_interval (a 2.9 server refuses the setting).
+func natsConfigNoSync(port int, store string) string {
+	return fmt.Sprintf(`listen: "127.0.0.1:%d"
+server_name: "settle-chaos-%d"
+jetstream {
+  store_dir: %s
 }
 `, port, port, strconv.Quote(store))
 }

@@ -102,3 +102,29 @@ func syncAlwaysSupported(version string) bool {
 	}
 	return major > 2 || major == 2 && minor >= 10
 }
+
+// LegacyNATSEnv names a nats-server binary before 2.10 for the trials that replay its crashes
+// (default: the nats-server on PATH, when it is one).
+const LegacyNATSEnv = "SETTLE_CHAOS_NATS_LEGACY"
+
+// LegacyNATSServer finds a nats-server binary before 2.10 — the development machine's 2.9 —
+// which writes JetStream to disk in the background with no setting to do otherwise: the
+// binary LegacyNATSEnv names, or nats-server on PATH. It returns the path and its version line,
+// or an error saying what was found and how to name one.
+func LegacyNATSServer(ctx context.Context) (bin, version string, err error) {
+	bin = os.Getenv(LegacyNATSEnv)
+	if bin == "" {
+		if bin, err = exec.LookPath("nats-server"); err != nil {
+			return "", "", fmt.Errorf("nats: this trial replays a crash of nats-server before 2.10 and needs its binary: none on PATH; name one with %s=/path/to/nats-server (2.9.x)", LegacyNATSEnv)
+		}
+	}
+	out, err := exec.CommandContext(ctx, bin, "--version").CombinedOutput()
+	if err != nil {
+		return "", "", fmt.Errorf("nats: %s --version: %w: %s", bin, err, out)
+	}
+	version = strings.TrimSpace(string(out))
+	if syncAlwaysSupported(version) {
+		return "", "", fmt.Errorf("nats: this trial replays a crash of nats-server before 2.10; %s is %q: name a 2.9 binary with %s", bin, version, LegacyNATSEnv)
+	}
+	return bin, version, nil
+}

@@ -48,6 +48,7 @@ type Env struct {
 	rabbit    *servers.RabbitMQ
 	amqpProxy *proxy.Proxy
 	nats      *servers.NATS
+	natsOld   *servers.NATS // a nats-server before 2.10, for the strand trial (natsbackend.go)
 	startErr  map[string]error
 	seq       int
 }
@@ -183,6 +184,9 @@ func (e *Env) Close() {
 	}
 	if e.nats != nil {
 		e.nats.Close()
+	}
+	if e.natsOld != nil {
+		e.natsOld.Close()
 	}
 	if e.rabbit != nil {
 		e.rabbit.Close()

@@ -15,18 +15,30 @@ import (
 )
 
 // natsBackend is a queue (a work-queue stream and its durable consumer, declared by the
-// workers) and its dead-letter stream on the suite's own nats-server.
+// workers) and its dead-letter stream on the suite's own nats-server: the one it builds (2.15,
+// sync_interval: always), or with legacy a nats-server before 2.10 writing in the background
+// (the strand trial, natsstrand.go).
 type natsBackend struct {
 	env           *Env
+	legacy        bool
 	subject, dead string
 	nc            *nats.Conn
 	js            jetstream.JetStream
+	strand        strandReport // legacy: what the repair found and did
 }
 
 func (b *natsBackend) name() string { return "nats" }
 
+// server returns the trial's nats-server.
+func (b *natsBackend) server(ctx context.Context) (*servers.NATS, error) {
+	if b.legacy {
+		return b.env.natsLegacyServer(ctx)
+	}
+	return b.env.natsServer(ctx)
+}
+
 func (b *natsBackend) prepare(ctx context.Context, r *run) error {
-	if _, err := b.env.natsServer(ctx); err != nil {
+	if _, err := b.server(ctx); err != nil {
 		return err
 	}
 	b.subject = "chaos_" + r.id
@@ -35,7 +47,7 @@ func (b *natsBackend) prepare(ctx context.Context, r *run) error {
 }
 
 func (b *natsBackend) connect(ctx context.Context) error {
-	srv, err := b.env.natsServer(ctx)
+	srv, err := b.server(ctx)
 	if err != nil {
 		return err
 	}
@@ -53,7 +65,7 @@ func (b *natsBackend) connect(ctx context.Context) error {
 }
 
 func (b *natsBackend) workerArgs(r *run) []string {
-	srv, _ := b.env.natsServer(context.Background())
+	srv, _ := b.server(context.Background())
 	return []string{"-backend", "nats", "-dsn", srv.URL(), "-queue", b.subject, "-dead", b.dead}
 }
 
@@ -69,7 +81,9 @@ func (b *natsBackend) seed(ctx context.Context, ids []string) error {
 }
 
 // pending counts the messages the work-queue stream still holds (acknowledged and terminated
-// ones are removed; in-flight and delayed ones stay): exact.
+// ones are removed; in-flight and delayed ones stay): exact. On the legacy server the messages
+// stranded below the consumer's ack floor are not counted: no worker will ever get them, and
+// the repair after the drain moves them (natsstrand.go).
 func (b *natsBackend) pending(ctx context.Context) (int, bool, error) {
 	if err := b.connect(ctx); err != nil {
 		return 0, true, err
@@ -82,7 +96,15 @@ func (b *natsBackend) pending(ctx context.Context) (int, bool, error) {
 	if err != nil {
 		return 0, true, err
 	}
-	return int(info.State.Msgs), true, nil
+	n := int(info.State.Msgs)
+	if b.legacy && n > 0 {
+		stranded, err := b.stranded(ctx)
+		if err != nil {
+			return 0, true, err
+		}
+		n -= stranded
+	}
+	return n, true, nil
 }
 
 // snapshot reads every message left in the queue's stream and the dead-letter stream.
@@ -146,7 +168,7 @@ func (b *natsBackend) terminate(context.Context) (int, error) {
 
 // restart stops the suite's nats-server (SIGTERM or SIGKILL) and starts it again.
 func (b *natsBackend) restart(ctx context.Context, mode servers.StopMode) error {
-	srv, err := b.env.natsServer(ctx)
+	srv, err := b.server(ctx)
 	if err != nil {
 		return err
 	}

@@ -402,6 +402,18 @@ func (r *run) execute(ctx context.Context) (*chaos.Result, error) {
 	deadline := time.Now().Add(drain)
 	r.inject(ctx, deadline)
 	drained := r.waitDrained(ctx, deadline)
+	var notes []string
+	if rp, ok := r.b.(repairer); ok && drained {
+		// What the workers cannot reach, the driver repairs as an operator would, then drains again.
+		note, err := rp.repairStranded(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if note != "" {
+			notes = append(notes, note)
+			drained = r.waitDrained(ctx, deadline)
+		}
+	}
 	if drained {
 		_ = r.ledger.Write(chaos.Entry{Ev: chaos.EvDrained})
 	} else {
@@ -429,7 +441,14 @@ func (r *run) execute(ctx context.Context) (*chaos.Result, error) {
 		InProcessDelay: inProcessDelay(r.b), CopyOutcomes: copyOutcomes(r.b), ChargePerCrash: chargePerCrash(r.b, r.sc.Workers),
 	})
 	res.Torn = torn
+	res.Notes = append(res.Notes, notes...)
 	return res, nil
+}
+
+// repairer is a backend that can hold messages no worker will ever get (NATS stranded
+// messages): after the drain the driver repairs them as an operator would, and reports it.
+type repairer interface {
+	repairStranded(ctx context.Context, r *run) (note string, err error)
 }
 
 // snapshot reads the backend, retrying for a while (a server may still be coming back).

@@ -57,6 +57,21 @@ func natsTrial(name string, sc Scenario) *Trial {
 		open: func(env *Env) backend { return &natsBackend{env: env} }}
 }
 
+// natsLegacyTrial is a NATS trial on a nats-server before 2.10 writing in the background (form
+// "jetstream-2.9"). Such a server forgets acknowledgements it confirmed when it is killed and
+// delivers those messages again: settle cannot keep it from doing so, and the double
+// settlements that follow are the server's (its mark). What the trial holds settle to is the
+// rest: nothing lost, and every stranded message found and repaired.
+func natsLegacyTrial(name string, sc Scenario) *Trial {
+	if sc.Mix == "" {
+		sc.Mix = amqpMix
+	}
+	return &Trial{Name: name, Backend: "nats", Form: "jetstream-2.9", Scenario: sc,
+		Mark: &Mark{Issue: 42, Intermittent: true, Cats: []chaos.Category{chaos.Double},
+			Reason: "nats-server 2.9 forgets acknowledgements it confirmed when it is killed (it writes JetStream in the background) and delivers those messages again"},
+		open: func(env *Env) backend { return &natsBackend{env: env, legacy: true} }}
+}
+
 // List returns every trial, in the order of the table.
 func List() []*Trial {
 	var ts []*Trial
@@ -149,6 +164,10 @@ func List() []*Trial {
 	add(natsTrial("restart", Scenario{Faults: []Fault{RestartGraceful, RestartCrash}, Work: 20 * time.Millisecond,
 		RecoverBound: 2 * time.Second, StallBound: 8 * time.Second}))
 	add(natsTrial("compete", Scenario{Workers: 2, StallBound: 8 * time.Second}))
+	// The machine's nats-server before 2.10 (no fsync setting) killed mid-drain: messages
+	// stranded below the consumer's ack floor are found and repaired (natsstrand.go).
+	add(natsLegacyTrial("strand", Scenario{Messages: 100, Faults: []Fault{RestartCrash}, FaultCount: 3, Work: 2 * time.Millisecond,
+		Handlers: 8, StallBound: 15 * time.Second}))
 
 	// the dead-letter queue deleted mid-drain and declared again: no copy may be lost, and the
 	// failing messages' handlers must not spin.

@@ -281,7 +281,7 @@ func statsRow(i int, q Queue, s ops.Stats, err error) row {
 	r.Ready, r.Delayed, r.InFlight, r.Dead = n(ops.FigureReady, s.Ready), n(ops.FigureDelayed, s.Delayed),
 		n(ops.FigureInFlight, s.InFlight), n(ops.FigureDead, s.Dead)
 	r.Oldest = "-"
-	if s.Measured(ops.FigureOldestReady) {
+	if HasOldest(s) {
 		r.Oldest = Age(s.OldestReady)
 	}
 	r.Unmeasured = s.Unmeasured
@@ -454,6 +454,12 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
+}
+
+// HasOldest reports whether s has an oldest ready age to show: it was measured and the queue
+// has a ready message (an empty queue has no oldest; its zero age is not one).
+func HasOldest(s ops.Stats) bool {
+	return s.Measured(ops.FigureOldestReady) && !(s.Measured(ops.FigureReady) && s.Ready == 0)
 }
 
 // Age renders a duration for people: 42s, 5m10s, 3h12m, 4d6h.
