@@ -95,11 +95,15 @@ func (o *Options) sealExt() {
 	}
 }
 
-// unread returns an error naming the backend options the endpoint did not read.
-func (o *Options) unread() error {
+// unread returns an error naming the backend options the endpoint ep did not read: an
+// *UnsupportedError for Ordered, which is core's own.
+func (o *Options) unread(ep Endpoint) error {
+	if err := o.unreadOrdered(ep); err != nil {
+		return err
+	}
 	var names []string
-	for _, e := range o.ext {
-		if !e.read {
+	for k, e := range o.ext {
+		if _, ordered := k.(orderedKey); !ordered && !e.read {
 			names = append(names, e.names...)
 		}
 	}

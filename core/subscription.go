@@ -62,7 +62,7 @@ func (s *subscription) open(ctx context.Context, a *App) error {
 	} else {
 		s.checker.Store(nil)
 	}
-	if err := s.opts.unread(); err != nil {
+	if err := s.opts.unread(s.ep); err != nil {
 		s.closeSource()
 		return err
 	}

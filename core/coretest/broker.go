@@ -21,6 +21,10 @@ import (
 // dead letter lands in the named queue with the attempt it was last delivered with; an abandoned
 // delivery goes back to the head with its attempt unchanged.
 //
+// It honours core.Ordered: once an ordered subscription opens on a queue, one message of each
+// ordering key is ready or handed out at a time, a retried or abandoned one keeps its key, and
+// claims rotate over keys (see docs/ordering.md).
+//
 // Its queues are core.Targets too, honouring every publish option (see Queue), and its
 // Finisher publishes replies to its own queues atomically with the ack (core.ReplySettler).
 type Broker struct {
@@ -57,9 +61,18 @@ type Stored struct {
 type memQueue struct {
 	ready   []*Stored // by priority, highest first; in order of arrival within one
 	unacked int
-	wake    chan struct{}           // closed and replaced when a message is pushed
-	held    map[*Stored]clock.Timer // published with a NotBefore still to come
-	pending map[string]string       // dedup key → id of the pending message that holds it
+	wake    chan struct{} // closed and replaced when a message is pushed while sources wait on it
+	// sleepers counts the sources waiting on wake (reset when it is closed; one that gave up
+	// waiting only costs a needless close).
+	sleepers int
+	held     map[*Stored]clock.Timer // published with a NotBefore still to come
+	pending  map[string]string       // dedup key → id of the pending message that holds it
+
+	// ordered is set once an ordered subscription (core.Ordered) opened on the queue: from
+	// then on at most one message of each ordering key is ready, handed out or delayed (the
+	// key's head), and lanes hold the others (see ordered.go).
+	ordered bool
+	lanes   map[string]*lane // held key → the messages waiting behind its head
 }
 
 // NewBroker returns an empty in-memory broker on c that logs its in-process delays to log.
@@ -89,6 +102,14 @@ func (b *Broker) push(name string, m *Stored, head bool) {
 // for head (an abandoned delivery), in front of those of its priority or below. b.mu is held.
 func (b *Broker) pushLocked(name string, m *Stored, head bool) {
 	q := b.queue(name)
+	if q.ordered && q.queueBehind(m) {
+		return
+	}
+	q.readyLocked(m, head)
+}
+
+// readyLocked makes m ready on q, behind or (head) in front of the messages of its priority.
+func (q *memQueue) readyLocked(m *Stored, head bool) {
 	i := len(q.ready)
 	if head {
 		i = 0
@@ -101,8 +122,11 @@ func (b *Broker) pushLocked(name string, m *Stored, head bool) {
 		}
 	}
 	q.ready = slices.Insert(q.ready, i, m)
-	close(q.wake)
-	q.wake = make(chan struct{})
+	if q.sleepers > 0 {
+		close(q.wake)
+		q.wake = make(chan struct{})
+		q.sleepers = 0
+	}
 }
 
 // Publish enqueues a fresh message (attempt 1) and returns its id.
@@ -125,11 +149,17 @@ func (b *Broker) snapshot(queue string, take bool) []Stored {
 	if q == nil {
 		return nil
 	}
-	out := make([]Stored, len(q.ready))
+	out := make([]Stored, len(q.ready), len(q.ready)+q.waiting())
 	for i, m := range q.ready {
 		out[i] = *m
 	}
+	out = q.appendWaiting(out, take)
 	if take {
+		for _, m := range q.ready {
+			if q.ordered && m.OrderingKey != "" {
+				delete(q.lanes, m.OrderingKey) // a ready head: nothing of its key is left
+			}
+		}
 		q.ready = nil
 	}
 	return out
@@ -216,8 +246,11 @@ func (e *Endpoint) Open(ctx context.Context, sub core.Subscription) (core.Source
 	if e.b.closed {
 		return nil, nil, fmt.Errorf("in-memory queue %q: %w", e.name, core.ErrClosed)
 	}
-	e.b.queue(e.name)
-	return &source{e: e}, &finisher{e: e}, nil
+	q := e.b.queue(e.name)
+	if sub.Options.Ordered() {
+		q.orderLocked()
+	}
+	return &source{e: e}, &finisher{e: e, held: core.NewHeldKeys(sub.Logger, e.b.clock, 10*time.Second)}, nil
 }
 
 type delivery struct {
@@ -264,6 +297,7 @@ func (s *source) Next(ctx context.Context) (core.Delivery, error) {
 			return &delivery{m: m, queue: s.e.name}, nil
 		}
 		wake := q.wake
+		q.sleepers++
 		b.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -275,7 +309,10 @@ func (s *source) Next(ctx context.Context) (core.Delivery, error) {
 
 func (s *source) Close() error { return nil }
 
-type finisher struct{ e *Endpoint }
+type finisher struct {
+	e    *Endpoint
+	held *core.HeldKeys // logs the keys a retry holds
+}
 
 // SettlesReplies reports whether t is a queue of the same broker: the replies to it are
 // published with the acknowledgement, under one lock (core.ReplySettler).
@@ -319,7 +356,7 @@ func (f *finisher) schedule(d core.Delivery, v core.Verdict) {
 	md := d.(*delivery)
 	c := *md.m
 	c.Attempt++
-	f.e.b.delays.Schedule(md.queue, d, v.Delay, func() { f.e.b.push(md.queue, &c, false) })
+	f.e.b.delays.Schedule(md.queue, d, v.Delay, func() { f.e.b.back(md.queue, &c, false) })
 }
 
 // settleLocked performs v on d, but a retry-after's delay (schedule); b.mu is held.
@@ -331,18 +368,21 @@ func (f *finisher) settleLocked(d core.Delivery, v core.Verdict) error {
 	switch v.Action {
 	case core.ActAck:
 		if err = f.replies(v.Replies); err != nil {
-			b.pushLocked(md.queue, md.m, true) // not acknowledged: it comes back, as an abandoned one
+			q.backLocked(md.m, true) // not acknowledged: it comes back, as an abandoned one
 			break
 		}
 		q.release(md.m)
+		q.settleKeyLocked(md.m)
 	case core.ActDrop:
 		q.release(md.m)
+		q.settleKeyLocked(md.m)
 	case core.ActRetry:
 		c := *md.m
 		c.Attempt++
-		b.pushLocked(md.queue, &c, false)
+		q.backLocked(&c, false) // on an ordered queue, still holding its key
 	case core.ActDeadLetter:
 		q.release(md.m)
+		q.settleKeyLocked(md.m)
 		c := *md.m
 		c.DedupKey = ""
 		c.Headers = maps.Clone(c.Headers)
@@ -352,7 +392,13 @@ func (f *finisher) settleLocked(d core.Delivery, v core.Verdict) error {
 		core.NewDeadLetterInfo(d, v, md.queue, b.clock.Now()).AddTo(c.Headers)
 		b.pushLocked(v.Dest, &c, false)
 	case core.ActAbandon:
-		b.pushLocked(md.queue, md.m, true)
+		q.backLocked(md.m, true)
+	}
+	if (v.Action == core.ActRetry || v.Action == core.ActRetryAfter) && q.ordered && md.m.OrderingKey != "" {
+		if l := q.lanes[md.m.OrderingKey]; l != nil && len(l.waiting) > 0 {
+			n := len(l.waiting)
+			f.held.Wait(md.queue, md.m.OrderingKey, md.m.ID, md.m.Attempt, n)
+		}
 	}
 	q.unacked--
 	return err

@@ -67,7 +67,7 @@ func TestConformance(t *testing.T) {
 				b := coretest.NewBroker(v, nil)
 				t.Cleanup(func() { b.Close() })
 				return transporttest.Env{Backend: memBackend{b: b, viaCore: c.viaCore}, Clock: v, Virtual: v, LeakCheck: leakCheck,
-					Features: transporttest.Features{Publish: everything, Batch: transporttest.Supported}}
+					Features: transporttest.Features{Publish: everything, Batch: transporttest.Supported, Ordered: transporttest.Supported}}
 			})
 		})
 	}

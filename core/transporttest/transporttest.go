@@ -13,6 +13,8 @@
 //
 // The "Batch" section proves batch subscriptions (core.SubscribeBatch) as Features.Batch
 // declares them, the same way.
+//
+// The "Ordered" section proves core.Ordered (see ordered.go) as Features.Ordered declares it.
 package transporttest
 
 import (
@@ -41,6 +43,9 @@ type Features struct {
 	// Supported runs its cases, Refused proves that the backend's endpoints refuse them with
 	// core.ErrUnsupported, Undeclared skips them.
 	Batch Capability
+	// Ordered declares whether the backend honours core.Ordered(), for the Ordered section
+	// (Undeclared skips it, naming this field; Refused proves the refusal).
+	Ordered Capability
 }
 
 // Capability is what a backend declares about one publishing capability. The zero value,
@@ -166,7 +171,7 @@ func Run(t *testing.T, newEnv Factory) {
 	for _, section := range []struct {
 		name  string
 		cases []testCase
-	}{{"Publishing", publishing}, {"Batch", batching}} {
+	}{{"Publishing", publishing}, {"Batch", batching}, {"Ordered", ordered}} {
 		t.Run(section.name, func(t *testing.T) {
 			for _, c := range section.cases {
 				t.Run(c.name, func(t *testing.T) {
