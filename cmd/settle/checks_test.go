@@ -120,3 +120,20 @@ func TestCLIOldestOfAnEmptyQueue(t *testing.T) {
 		})
 	}
 }
+
+func TestAllowedHosts(t *testing.T) {
+	for _, c := range []struct {
+		listen string
+		flags  []string
+		want   string
+	}{
+		{"127.0.0.1:8080", nil, "127.0.0.1"},
+		{"0.0.0.0:8080", []string{"ops.example.com, 10.0.0.5"}, "ops.example.com,10.0.0.5"},
+		{":8080", []string{"a.example", "b.example"}, "a.example,b.example"},
+		{"console.internal:8080", nil, "console.internal"},
+	} {
+		if got := strings.Join(allowedHosts(c.listen, c.flags), ","); got != c.want {
+			t.Errorf("allowedHosts(%q, %q) = %q, want %q", c.listen, c.flags, got, c.want)
+		}
+	}
+}

@@ -27,6 +27,11 @@ func cmdConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	token := c.fs.String("token", os.Getenv("SETTLE_CONSOLE_TOKEN"), "require this bearer token (SETTLE_CONSOLE_TOKEN)")
 	basic := c.fs.String("basic-auth", os.Getenv("SETTLE_CONSOLE_BASIC_AUTH"), "require HTTP basic auth user:password (SETTLE_CONSOLE_BASIC_AUTH)")
 	refresh := c.fs.Duration("refresh", 5*time.Second, "how often the queues page reloads")
+	var allowed stringList
+	if h := os.Getenv("SETTLE_ALLOWED_HOSTS"); h != "" {
+		allowed = strings.Split(h, ",")
+	}
+	c.fs.Var(&allowed, "allowed-hosts", "host names the console answers to besides localhost, 127.0.0.1, ::1 and the --listen host; comma-separated or repeated (SETTLE_ALLOWED_HOSTS)")
 	asyncAPIFile := c.fs.String("asyncapi", "", "show this AsyncAPI document (settle asyncapi --out FILE) at /asyncapi")
 	pos, err := c.parse(args)
 	if err != nil {
@@ -45,6 +50,7 @@ func cmdConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := console.CheckListen(*listen, o); err != nil {
 		return usageErr("%v", err)
 	}
+	o.AllowedHosts = allowedHosts(*listen, allowed)
 	var ts []target
 	for _, s := range targets {
 		t, err := parseTarget(s)
@@ -67,7 +73,7 @@ func cmdConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return fmt.Errorf("target %s: %w", t.name(), err)
 		}
 		defer closer.Close()
-		queues = append(queues, console.Queue{Name: t.name(), Ops: q})
+		queues = append(queues, console.Queue{Name: t.name(), Ops: q, Backend: t.kind, Host: t.host()})
 	}
 	h, err := console.New(queues, o)
 	if err != nil {
@@ -102,4 +108,23 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// allowedHosts are the Host names the console answers to: the --listen host when it names one
+// (not 0.0.0.0 or ::, which a browser never sends) and each --allowed-hosts entry.
+func allowedHosts(listen string, flags []string) []string {
+	var out []string
+	if h, _, err := net.SplitHostPort(listen); err == nil && h != "" {
+		if ip := net.ParseIP(h); ip == nil || !ip.IsUnspecified() {
+			out = append(out, h)
+		}
+	}
+	for _, f := range flags {
+		for _, h := range strings.Split(f, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				out = append(out, h)
+			}
+		}
+	}
+	return out
 }

@@ -261,3 +261,30 @@ func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
 	}
 	return so, s.closer, nil
 }
+
+// host is where the target's backend runs, for people: host:port of a server, or the path of
+// an SQLite file. It never carries credentials.
+func (t target) host() string {
+	switch t.kind {
+	case "sqlite":
+		if u, err := url.Parse("sqlite://" + t.dsn); err == nil && u.Path != "" && u.Host == "" {
+			return u.Path
+		}
+		return t.dsn
+	case "mysql":
+		// user:pw@tcp(host:3306)/db
+		rest := t.dsn
+		if i := strings.LastIndex(rest, "@"); i >= 0 {
+			rest = rest[i+1:]
+		}
+		if open, end := strings.Index(rest, "("), strings.Index(rest, ")"); open >= 0 && end > open {
+			return rest[open+1 : end]
+		}
+		host, _, _ := strings.Cut(rest, "/")
+		return host
+	}
+	if u, err := url.Parse(t.dsn); err == nil {
+		return u.Host
+	}
+	return ""
+}
