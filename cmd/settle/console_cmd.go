@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/cmd/settle/console"
+	"github.com/settlehq/settle/core/clock"
 )
 
 // cmdConsole serves the web console over every --target (or the one target of --dsn etc.).
@@ -68,12 +69,17 @@ func cmdConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var queues []console.Queue
 	for _, t := range ts {
-		q, closer, err := t.open(ctx)
-		if err != nil {
+		// A target that cannot be reached is shown as down with the reason, and opened again in
+		// the background until it answers: one server's outage must not hide the others.
+		a := &available{name: t.name(), open: t.open, clk: clock.Real(), log: o.Logger}
+		if err := a.start(ctx); err != nil {
 			return fmt.Errorf("target %s: %w", t.name(), err)
 		}
-		defer closer.Close()
-		queues = append(queues, console.Queue{Name: t.name(), Ops: q, Backend: t.kind, Host: t.host()})
+		if _, err := a.queue(); err != nil {
+			o.Logger.Warn("settle console: target is down; shown as down and retried in the background", "target", t.name(), "error", err)
+		}
+		defer a.Close()
+		queues = append(queues, console.Queue{Name: t.name(), Ops: a, Backend: t.kind, Host: t.host()})
 	}
 	h, err := console.New(queues, o)
 	if err != nil {

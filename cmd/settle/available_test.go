@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/ops"
+)
+
+// events returns a changed hook and the channel it signals on.
+func events() (func(), chan struct{}) {
+	ch := make(chan struct{}, 16)
+	return func() { ch <- struct{}{} }, ch
+}
+
+func TestAvailableRetriesOnTheClock(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	vc := clock.NewVirtual(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
+	f := sqliteFixture(t)
+	real, err := parseTarget(f.target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	fails := 2
+	open := func(ctx context.Context) (ops.Queue, io.Closer, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fails > 0 {
+			fails--
+			return nil, nil, unreachable(real, errors.New("connection refused"))
+		}
+		return real.open(ctx)
+	}
+	changed, ch := events()
+	a := &available{name: "jobs/refunds", open: open, clk: vc, log: slog.New(slog.DiscardHandler), changed: changed}
+	defer a.Close()
+	if err := a.start(ctx); err != nil {
+		t.Fatalf("start with the backend down: %v, want the target shown as down", err)
+	}
+	<-ch
+	_, err = a.Stats(ctx)
+	var down *downError
+	if !errors.As(err, &down) || !errors.Is(err, errDown) || !errors.Is(err, errUnreachable) ||
+		!strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "retrying at 12:00:01Z") {
+		t.Fatalf("Stats of a down target: %v; want a downError with the reason and the next attempt", err)
+	}
+	// First retry after 1s fails too; the next comes 2s later.
+	if err := vc.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	vc.Advance(time.Second)
+	<-ch
+	if _, err := a.Stats(ctx); err == nil || !strings.Contains(err.Error(), "since 12:00:00Z (retrying at 12:00:03Z)") {
+		t.Fatalf("after a failed retry: %v", err)
+	}
+	if err := vc.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	vc.Advance(time.Second)
+	select {
+	case <-ch:
+		t.Fatal("retried before its backoff of 2s")
+	default:
+	}
+	vc.Advance(time.Second)
+	<-ch
+	f.addDead(t, []byte(`{}`), deadHeaders("refunds", "boom", 3))
+	s, err := a.Stats(ctx)
+	if err != nil || s.Dead != 1 {
+		t.Fatalf("after the backend answered: %+v, %v; want 1 dead letter", s, err)
+	}
+}
+
+func TestAvailableRefusesAMistake(t *testing.T) {
+	tg, err := parseTarget("sqlite:///x.db") // no table: a usage error, not an outage
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &available{name: "x", open: tg.open, clk: clock.NewVirtual(time.Now()), log: slog.New(slog.DiscardHandler)}
+	if err := a.start(context.Background()); err == nil || !isUsage(err) {
+		t.Fatalf("a target without its table: %v, want a usage error at start", err)
+	}
+}
+
+// proxy forwards connections on ln to addr until the test ends.
+func proxy(t *testing.T, ln net.Listener, addr string) {
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				s, err := net.Dial("tcp", addr)
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				go func() { _, _ = io.Copy(s, c); s.Close() }()
+				_, _ = io.Copy(c, s)
+			}()
+		}
+	}()
+}
+
+// freePort returns a loopback port nothing listens on (for now).
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return fmt.Sprint(port)
+}
+
+// TestAvailableRabbitMQRecovers starts a RabbitMQ target on a port where nothing answers, then
+// opens a proxy to the real server on that port: the target comes up at its next attempt.
+func TestAvailableRabbitMQRecovers(t *testing.T) {
+	f := rabbitFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	port := freePort(t)
+	down := strings.Replace(f.target, "127.0.0.1:5672", "127.0.0.1:"+port, 1)
+	if down == f.target {
+		t.Skipf("the RabbitMQ URL %s is not on 127.0.0.1:5672; this test rewrites its port", amqpURL)
+	}
+	tg, err := parseTarget(down)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc := clock.NewVirtual(time.Now())
+	changed, ch := events()
+	a := &available{name: tg.name(), open: tg.open, clk: vc, log: slog.New(slog.DiscardHandler), changed: changed}
+	defer a.Close()
+	if err := a.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+	if _, err := a.Stats(ctx); !errors.Is(err, errUnreachable) || !strings.Contains(err.Error(), "is down") {
+		t.Fatalf("Stats with RabbitMQ unreachable: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Skipf("port %s was taken meanwhile: %v", port, err)
+	}
+	proxy(t, ln, "127.0.0.1:5672")
+	f.addDead(t, []byte(`{"n":1}`), deadHeaders(f.origin, "boom", 3))
+	if err := vc.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	vc.Advance(reopenFirst)
+	<-ch
+	s, err := a.Stats(ctx)
+	if err != nil || s.Dead != 1 {
+		t.Fatalf("after RabbitMQ answered: %+v, %v; want 1 dead letter", s, err)
+	}
+}
+
+// TestConsoleStartsWithATargetDown serves the console over a healthy SQLite target and a
+// RabbitMQ one where nothing answers: it starts, shows the first, and the second as down with
+// its reason.
+func TestConsoleStartsWithATargetDown(t *testing.T) {
+	f := sqliteFixture(t)
+	f.addDead(t, []byte(`{}`), deadHeaders("refunds", "boom", 3))
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	var stderr strings.Builder
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"console", "--listen", "127.0.0.1:0", "--target", f.target,
+			"--target", "amqp://guest:guest@127.0.0.1:" + freePort(t) + "/?queue=payouts&dead=payouts.dead"}, pw, &syncWriter{w: &stderr})
+		pw.Close()
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("console exit code %d\n%s", code, stderr.String())
+		}
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the console did not start: %v\n%s", err, stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	u := line[strings.Index(line, "http://"):]
+	resp, err := http.Get(strings.TrimSpace(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	page := string(body)
+	if resp.StatusCode != 200 || !strings.Contains(page, `data-figure="dead"><a href="/q/0">1</a>`) ||
+		!strings.Contains(page, "target payouts is down since") || !strings.Contains(page, "connection refused") {
+		t.Fatalf("overview with one target down: %d\n%s", resp.StatusCode, page)
+	}
+}
+
+// syncWriter serialises writes from the console's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
