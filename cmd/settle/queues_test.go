@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestCLIQueuesAndHealth runs settle queues and settle health on each backend.
@@ -44,6 +48,16 @@ func TestCLIQueuesAndHealth(t *testing.T) {
 				if !strings.Contains(l.Scope, "the consumers of stream") || !strings.Contains(l.Scope, f.origin) {
 					t.Errorf("queues of NATS: %+v", l)
 				}
+				natsConsumerAndMessage(t, f.origin)
+				code, out, _ = settle(t, cmd("queues", "--json")...)
+				l = queueList{}
+				if code != exitOK || json.Unmarshal([]byte(out), &l) != nil {
+					t.Fatalf("queues --json: exit %d\n%s", code, out)
+				}
+				want := "consumer probe (" + f.origin + ")"
+				if len(l.Queues) != 1 || l.Queues[0].Queue != want || l.Queues[0].Ready != 1 || l.Subjects[f.origin] != 1 {
+					t.Errorf("queues of NATS with a consumer and a message: %+v; want %s with 1 ready, and 1 stored", l, want)
+				}
 			}
 
 			code, out, errOut = settle(t, cmd("health")...)
@@ -79,5 +93,30 @@ func TestCLIHealthUnreachable(t *testing.T) {
 	code, _, errOut = settle(t, "health", "--dsn", strings.SplitN(f.target, "?", 2)[0], "--table", "nope", "--queue", "q")
 	if code != exitNoTarget {
 		t.Errorf("health of a missing table: exit %d, want %d\n%s", code, exitNoTarget, errOut)
+	}
+}
+
+// natsConsumerAndMessage adds a durable consumer "probe" to the stream of subject and publishes
+// one message to it.
+func natsConsumerAndMessage(t *testing.T, subject string) {
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name, err := js.StreamNameBySubject(ctx, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateConsumer(ctx, name, jetstream.ConsumerConfig{Durable: "probe", FilterSubject: subject, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, subject, []byte(`{"refund":3}`)); err != nil {
+		t.Fatal(err)
 	}
 }
