@@ -52,34 +52,16 @@ func cmdConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageErr("%v", err)
 	}
 	o.AllowedHosts = allowedHosts(*listen, allowed)
-	var ts []target
-	for _, s := range targets {
-		t, err := parseTarget(s)
-		if err != nil {
-			return err
-		}
-		ts = append(ts, t)
+	ts, err := consoleTargets(c, targets)
+	if err != nil {
+		return err
 	}
-	if len(ts) == 0 {
-		t, err := c.target()
-		if err != nil {
-			return usageErr("settle console: name the queues to show with --target (or --dsn, --table, --queue, --dead): %v", err)
-		}
-		ts = append(ts, t)
-	}
-	var queues []console.Queue
-	for _, t := range ts {
-		// A target that cannot be reached is shown as down with the reason, and opened again in
-		// the background until it answers: one server's outage must not hide the others.
-		a := &available{name: t.name(), open: t.open, clk: clock.Real(), log: o.Logger}
-		if err := a.start(ctx); err != nil {
-			return fmt.Errorf("target %s: %w", t.name(), err)
-		}
-		if _, err := a.queue(); err != nil {
-			o.Logger.Warn("settle console: target is down; shown as down and retried in the background", "target", t.name(), "error", err)
-		}
-		defer a.Close()
-		queues = append(queues, console.Queue{Name: t.name(), Ops: a, Backend: t.kind, Host: t.host()})
+	ctx, stopRetries := context.WithCancel(ctx) // ends the background reopening of down targets
+	defer stopRetries()
+	queues, closeAll, err := openConsoleTargets(ctx, ts, o.Logger)
+	defer closeAll()
+	if err != nil {
+		return err
 	}
 	h, err := console.New(queues, o)
 	if err != nil {
@@ -133,4 +115,48 @@ func allowedHosts(listen string, flags []string) []string {
 		}
 	}
 	return out
+}
+
+// consoleTargets are the --target strings parsed, or the one target of --dsn and friends.
+func consoleTargets(c *common, targets []string) ([]target, error) {
+	var ts []target
+	for _, s := range targets {
+		t, err := parseTarget(s)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, t)
+	}
+	if len(ts) == 0 {
+		t, err := c.target()
+		if err != nil {
+			return nil, usageErr("settle console: name the queues to show with --target (or --dsn, --table, --queue, --dead): %v", err)
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
+}
+
+// openConsoleTargets opens each target for the console. A target that cannot be reached is
+// shown as down with the reason, and opened again in the background until it answers: one
+// server's outage must not hide the others. closeAll closes what was opened (also on error).
+func openConsoleTargets(ctx context.Context, ts []target, log *slog.Logger) (queues []console.Queue, closeAll func(), err error) {
+	var opened []*available
+	closeAll = func() {
+		for _, a := range opened {
+			a.Close()
+		}
+	}
+	for _, t := range ts {
+		a := &available{name: t.name(), open: t.open, clk: clock.Real(), log: log}
+		if err := a.start(ctx); err != nil {
+			return nil, closeAll, fmt.Errorf("target %s: %w", t.name(), err)
+		}
+		opened = append(opened, a)
+		if _, err := a.queue(); err != nil {
+			log.Warn("settle console: target is down; shown as down and retried in the background", "target", t.name(), "error", err)
+		}
+		queues = append(queues, console.Queue{Name: t.name(), Ops: a, Backend: t.kind, Host: t.host()})
+	}
+	return queues, closeAll, nil
 }
