@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/settlehq/settle/cmd/settle/console"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/ops"
 )
@@ -19,8 +19,9 @@ const (
 	reopenLimit = time.Minute
 )
 
-// errDown is matched by what a down target's operations return.
-var errDown = errors.New("target is down")
+// errDown is matched by what a down target's operations return; so is console.ErrUnavailable,
+// which the console answers with 503.
+var errDown = fmt.Errorf("target is down: %w", console.ErrUnavailable)
 
 // downError is what every operation of a target that could not be opened returns: the reason,
 // since when, and when the console tries again.

@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/settlehq/settle/cmd/settle/console"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/ops"
 )
@@ -56,6 +58,16 @@ func TestAvailableRetriesOnTheClock(t *testing.T) {
 	if !errors.As(err, &down) || !errors.Is(err, errDown) || !errors.Is(err, errUnreachable) ||
 		!strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "retrying at 12:00:01Z") {
 		t.Fatalf("Stats of a down target: %v; want a downError with the reason and the next attempt", err)
+	}
+	// The console answers a request on the down target with 503 and the reason.
+	h, err := console.New([]console.Queue{{Name: "jobs/refunds", Ops: a}}, console.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/q/0/dead/1", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "connection refused") {
+		t.Errorf("a dead letter of a down target: %d, want 503 with the reason\n%s", rec.Code, rec.Body.String())
 	}
 	// First retry after 1s fails too; the next comes 2s later.
 	if err := vc.BlockUntil(ctx, 1); err != nil {

@@ -388,6 +388,9 @@ func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
 	d, err := q.Ops.GetDead(ctx, r.PathValue("id"))
 	if err != nil {
 		status := http.StatusInternalServerError
+		if errors.Is(err, ErrUnavailable) {
+			status = http.StatusServiceUnavailable
+		}
 		if errors.Is(err, ops.ErrNotFound) {
 			status = http.StatusNotFound
 			if how := s.moved.all(i, []string{r.PathValue("id")}); how != "" {

@@ -113,12 +113,19 @@ func (m *movedSet) all(q int, ids []string) string {
 	return how
 }
 
+// ErrUnavailable is matched by the error of a queue whose backend is down (the settle command's
+// console targets wrap it): the console answers 503 Service Unavailable for it.
+var ErrUnavailable = errors.New("console: the queue's backend is unavailable")
+
 // changeStatus is the HTTP status of a failed redrive or purge of queue q and the error to
 // show: 409 Conflict when the ids were not found because this console just moved them ("already
-// redriven"), 404 when they are unknown, 500 for a backend failure.
+// redriven"), 404 when they are unknown, 503 when the backend is down, 500 for a backend failure.
 func (s *Server) changeStatus(q int, err error) (int, error) {
 	var nf *ops.NotFoundError
-	if !errors.As(err, &nf) {
+	switch {
+	case errors.Is(err, ErrUnavailable):
+		return http.StatusServiceUnavailable, err
+	case !errors.As(err, &nf):
 		return http.StatusInternalServerError, err
 	}
 	if how := s.moved.all(q, nf.IDs); how != "" {
