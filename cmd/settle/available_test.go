@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/settlehq/settle/cmd/settle/console"
 	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/coretest"
 	"github.com/settlehq/settle/core/ops"
 )
 
@@ -107,29 +109,6 @@ func TestAvailableRefusesAMistake(t *testing.T) {
 	}
 }
 
-// proxy forwards connections on ln to addr until the test ends.
-func proxy(t *testing.T, ln net.Listener, addr string) {
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				s, err := net.Dial("tcp", addr)
-				if err != nil {
-					return
-				}
-				defer s.Close()
-				go func() { _, _ = io.Copy(s, c); s.Close() }()
-				_, _ = io.Copy(c, s)
-			}()
-		}
-	}()
-}
-
 // freePort returns a loopback port nothing listens on (for now).
 func freePort(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -141,17 +120,19 @@ func freePort(t *testing.T) string {
 	return fmt.Sprint(port)
 }
 
-// TestAvailableRabbitMQRecovers starts a RabbitMQ target on a port where nothing answers, then
-// opens a proxy to the real server on that port: the target comes up at its next attempt.
+// TestAvailableRabbitMQRecovers starts a RabbitMQ target behind a proxy that refuses every
+// connection, then restores the proxy: the target comes up at its next attempt.
 func TestAvailableRabbitMQRecovers(t *testing.T) {
 	f := rabbitFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	port := freePort(t)
-	down := strings.Replace(f.target, "127.0.0.1:5672", "127.0.0.1:"+port, 1)
-	if down == f.target {
-		t.Skipf("the RabbitMQ URL %s is not on 127.0.0.1:5672; this test rewrites its port", amqpURL)
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		t.Fatal(err)
 	}
+	p := coretest.NewProxy(t, u.Host)
+	p.Refuse()
+	down := strings.Replace(f.target, u.Host, p.Addr(), 1)
 	tg, err := parseTarget(down)
 	if err != nil {
 		t.Fatal(err)
@@ -167,11 +148,7 @@ func TestAvailableRabbitMQRecovers(t *testing.T) {
 	if _, err := a.Stats(ctx); !errors.Is(err, errUnreachable) || !strings.Contains(err.Error(), "is down") {
 		t.Fatalf("Stats with RabbitMQ unreachable: %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:"+port)
-	if err != nil {
-		t.Skipf("port %s was taken meanwhile: %v", port, err)
-	}
-	proxy(t, ln, "127.0.0.1:5672")
+	p.Restore()
 	f.addDead(t, []byte(`{"n":1}`), deadHeaders(f.origin, "boom", 3))
 	if err := vc.BlockUntil(ctx, 1); err != nil {
 		t.Fatal(err)

@@ -94,19 +94,25 @@ func sqlQueues(ctx context.Context, t target) (queueList, error) {
 		}
 		scope = fmt.Sprintf("every group with a row in table %s (%d), dead-letter groups included; processed rows count as none", ref, len(groups))
 	}
-	l := queueList{Scope: scope, Queues: []ops.Stats{}}
-	for _, g := range groups {
-		q, err := sqlqueue.NewOps(ctx, s.d, s.db, tb, g, "")
+	all, err := measure(ctx, groups, func(g string) (ops.Queue, error) { return sqlqueue.NewOps(ctx, s.d, s.db, tb, g, "") })
+	return queueList{Scope: scope, Queues: all}, err
+}
+
+// measure opens the ops view of each name and takes its figures.
+func measure(ctx context.Context, names []string, open func(string) (ops.Queue, error)) ([]ops.Stats, error) {
+	all := []ops.Stats{}
+	for _, n := range names {
+		q, err := open(n)
 		if err != nil {
-			return l, err
+			return all, err
 		}
 		st, err := q.Stats(ctx)
 		if err != nil {
-			return l, err
+			return all, err
 		}
-		l.Queues = append(l.Queues, st)
+		all = append(all, st)
 	}
-	return l, nil
+	return all, nil
 }
 
 func tableGroups(ctx context.Context, s sqlDB, tb sqlqueue.Table) ([]string, error) {
@@ -145,19 +151,8 @@ func amqpQueues(ctx context.Context, t target) (queueList, error) {
 	if t.dead != "" {
 		names = append(names, t.dead)
 	}
-	l := queueList{Scope: "the RabbitMQ queues the target names (--queue, --waiting, --dead): RabbitMQ lists every queue only through its management API, which settle does not use"}
-	for _, n := range names {
-		q, err := amqp.NewOps(ctx, conn, n, "")
-		if err != nil {
-			return l, err
-		}
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return l, err
-		}
-		l.Queues = append(l.Queues, st)
-	}
-	return l, nil
+	all, err := measure(ctx, names, func(n string) (ops.Queue, error) { return amqp.NewOps(ctx, conn, n, "") })
+	return queueList{Queues: all, Scope: "the RabbitMQ queues the target names (--queue, --waiting, --dead): RabbitMQ lists every queue only through its management API, which settle does not use"}, err
 }
 
 // natsQueues lists the consumers of the stream that captures the target's subject, each with
