@@ -161,34 +161,41 @@ func TestAvailableRabbitMQRecovers(t *testing.T) {
 	}
 }
 
+// startConsole runs settle console with args in process and returns its URL and stderr; the
+// test's cleanup stops it and checks it exited 0.
+func startConsole(t *testing.T, args ...string) (string, *syncWriter) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	stderr := &syncWriter{w: &strings.Builder{}}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"console"}, args...), pw, stderr)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("console exit code %d\n%s", code, stderr)
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the console did not start: %v\n%s", err, stderr)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	return strings.TrimSpace(line[strings.Index(line, "http://"):]), stderr
+}
+
 // TestConsoleStartsWithATargetDown serves the console over a healthy SQLite target and a
 // RabbitMQ one where nothing answers: it starts, shows the first, and the second as down with
 // its reason.
 func TestConsoleStartsWithATargetDown(t *testing.T) {
 	f := sqliteFixture(t)
 	f.addDead(t, []byte(`{}`), deadHeaders("refunds", "boom", 3))
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	var stderr strings.Builder
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"console", "--listen", "127.0.0.1:0", "--target", f.target,
-			"--target", "amqp://guest:guest@127.0.0.1:" + freePort(t) + "/?queue=payouts&dead=payouts.dead"}, pw, &syncWriter{w: &stderr})
-		pw.Close()
-	}()
-	defer func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("console exit code %d\n%s", code, stderr.String())
-		}
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("the console did not start: %v\n%s", err, stderr.String())
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	u := line[strings.Index(line, "http://"):]
-	resp, err := http.Get(strings.TrimSpace(u))
+	u, _ := startConsole(t, "--listen", "127.0.0.1:0", "--target", f.target,
+		"--target", "amqp://guest:guest@127.0.0.1:"+freePort(t)+"/?queue=payouts&dead=payouts.dead")
+	resp, err := http.Get(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,6 +205,38 @@ func TestConsoleStartsWithATargetDown(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(page, `data-figure="dead"><a href="/q/0">1</a>`) ||
 		!strings.Contains(page, "target payouts is down since") || !strings.Contains(page, "connection refused") {
 		t.Fatalf("overview with one target down: %d\n%s", resp.StatusCode, page)
+	}
+}
+
+// TestConsoleOnEveryInterfaceSaysWhichHosts serves on 0.0.0.0 (with a token): it warns that
+// only loopback names are answered until --allowed-hosts names more, and refuses another Host.
+func TestConsoleOnEveryInterfaceSaysWhichHosts(t *testing.T) {
+	f := sqliteFixture(t)
+	u, stderr := startConsole(t, "--listen", "0.0.0.0:0", "--token", "s3cret-token", "--target", f.target)
+	if !strings.Contains(stderr.String(), "--allowed-hosts") {
+		t.Errorf("no warning about --allowed-hosts:\n%s", stderr)
+	}
+	req, _ := http.NewRequest("GET", strings.Replace(u, "0.0.0.0", "127.0.0.1", 1), nil)
+	req.Host = "ops.example.com"
+	req.Header.Set("Authorization", "Bearer s3cret-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("Host ops.example.com without --allowed-hosts: %d, want 421", resp.StatusCode)
+	}
+	u2, _ := startConsole(t, "--listen", "0.0.0.0:0", "--token", "s3cret-token", "--allowed-hosts", "ops.example.com", "--target", f.target)
+	req, _ = http.NewRequest("GET", strings.Replace(u2, "0.0.0.0", "127.0.0.1", 1), nil)
+	req.Host = "ops.example.com"
+	req.Header.Set("Authorization", "Bearer s3cret-token")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("Host ops.example.com with --allowed-hosts: %d, want 200", resp.StatusCode)
 	}
 }
 
@@ -211,4 +250,10 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.(fmt.Stringer).String()
 }

@@ -52,6 +52,9 @@ func cmdConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageErr("%v", err)
 	}
 	o.AllowedHosts = allowedHosts(*listen, allowed)
+	if h, _, _ := net.SplitHostPort(*listen); len(allowed) == 0 && (h == "" || net.ParseIP(h) != nil && net.ParseIP(h).IsUnspecified()) {
+		o.Logger.Warn("settle console: serving on every interface, but answering only requests to localhost, 127.0.0.1 and ::1; name the host people use with --allowed-hosts", "listen", *listen)
+	}
 	ts, err := consoleTargets(c, targets)
 	if err != nil {
 		return err
