@@ -187,7 +187,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer closer.Close()
-		queues = append(queues, console.Queue{Name: tg.name(), Ops: q})
+		queues = append(queues, console.Queue{Name: tg.name(), Ops: q, Backend: tg.kind, Host: tg.host()})
 	}
 	h, err := console.New(queues, console.Options{Refresh: 30 * time.Second})
 	if err != nil {
@@ -270,6 +270,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	if got := cell(rqName, "in_flight"); got != "-" {
 		t.Errorf("RabbitMQ in flight on the page %q, want - (not measurable without the management plugin)", got)
+	}
+	if got, want := cell(rqName, "where"), "amqp "+queues[1].Host; got != want || queues[1].Host == "" {
+		t.Errorf("RabbitMQ's backend and host on the page %q, want %q", got, want)
+	}
+	if got := cell(sqName, "where"); !strings.HasPrefix(got, "sqlite /") || !strings.HasSuffix(got, ".db") {
+		t.Errorf("SQLite's backend and file on the page %q, want sqlite and the file's path", got)
 	}
 	shot("queues")
 

@@ -120,3 +120,38 @@ func TestCLIOldestOfAnEmptyQueue(t *testing.T) {
 		})
 	}
 }
+
+func TestAllowedHosts(t *testing.T) {
+	for _, c := range []struct {
+		listen string
+		flags  []string
+		want   string
+	}{
+		{"127.0.0.1:8080", nil, "127.0.0.1"},
+		{"0.0.0.0:8080", []string{"ops.example.com, 10.0.0.5"}, "ops.example.com,10.0.0.5"},
+		{":8080", []string{"a.example", "b.example"}, "a.example,b.example"},
+		{"console.internal:8080", nil, "console.internal"},
+	} {
+		if got := strings.Join(allowedHosts(c.listen, c.flags), ","); got != c.want {
+			t.Errorf("allowedHosts(%q, %q) = %q, want %q", c.listen, c.flags, got, c.want)
+		}
+	}
+}
+
+func TestTargetHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://app:s3cret@db1:5432/app?table=jobs&queue=q": "db1:5432",
+		"mysql://root:s3cret@tcp(db2:3306)/app?table=jobs":      "db2:3306",
+		"amqp://guest:s3cret@mq1:5672/?queue=payouts":           "mq1:5672",
+		"nats://127.0.0.1:4222?queue=orders":                    "127.0.0.1:4222",
+		"sqlite:///var/lib/app/queue.db?table=jobs":             "/var/lib/app/queue.db",
+	} {
+		tg, err := parseTarget(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tg.host(); got != want || strings.Contains(got, "s3cret") {
+			t.Errorf("host of %s = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/cmd/settle/console"
+	"github.com/settlehq/settle/core/clock"
 )
 
 // cmdConsole serves the web console over every --target (or the one target of --dsn etc.).
@@ -27,6 +28,11 @@ func cmdConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	token := c.fs.String("token", os.Getenv("SETTLE_CONSOLE_TOKEN"), "require this bearer token (SETTLE_CONSOLE_TOKEN)")
 	basic := c.fs.String("basic-auth", os.Getenv("SETTLE_CONSOLE_BASIC_AUTH"), "require HTTP basic auth user:password (SETTLE_CONSOLE_BASIC_AUTH)")
 	refresh := c.fs.Duration("refresh", 5*time.Second, "how often the queues page reloads")
+	var allowed stringList
+	if h := os.Getenv("SETTLE_ALLOWED_HOSTS"); h != "" {
+		allowed = strings.Split(h, ",")
+	}
+	c.fs.Var(&allowed, "allowed-hosts", "host names the console answers to besides localhost, 127.0.0.1, ::1 and the --listen host; comma-separated or repeated (SETTLE_ALLOWED_HOSTS)")
 	asyncAPIFile := c.fs.String("asyncapi", "", "show this AsyncAPI document (settle asyncapi --out FILE) at /asyncapi")
 	pos, err := c.parse(args)
 	if err != nil {
@@ -45,29 +51,20 @@ func cmdConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := console.CheckListen(*listen, o); err != nil {
 		return usageErr("%v", err)
 	}
-	var ts []target
-	for _, s := range targets {
-		t, err := parseTarget(s)
-		if err != nil {
-			return err
-		}
-		ts = append(ts, t)
+	o.AllowedHosts = allowedHosts(*listen, allowed)
+	if h, _, _ := net.SplitHostPort(*listen); len(allowed) == 0 && (h == "" || net.ParseIP(h) != nil && net.ParseIP(h).IsUnspecified()) {
+		o.Logger.Warn("settle console: serving on every interface, but answering only requests to localhost, 127.0.0.1 and ::1; name the host people use with --allowed-hosts", "listen", *listen)
 	}
-	if len(ts) == 0 {
-		t, err := c.target()
-		if err != nil {
-			return usageErr("settle console: name the queues to show with --target (or --dsn, --table, --queue, --dead): %v", err)
-		}
-		ts = append(ts, t)
+	ts, err := consoleTargets(c, targets)
+	if err != nil {
+		return err
 	}
-	var queues []console.Queue
-	for _, t := range ts {
-		q, closer, err := t.open(ctx)
-		if err != nil {
-			return fmt.Errorf("target %s: %w", t.name(), err)
-		}
-		defer closer.Close()
-		queues = append(queues, console.Queue{Name: t.name(), Ops: q})
+	ctx, stopRetries := context.WithCancel(ctx) // ends the background reopening of down targets
+	defer stopRetries()
+	queues, closeAll, err := openConsoleTargets(ctx, ts, o.Logger)
+	defer closeAll()
+	if err != nil {
+		return err
 	}
 	h, err := console.New(queues, o)
 	if err != nil {
@@ -102,4 +99,67 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// allowedHosts are the Host names the console answers to: the --listen host when it names one
+// (not 0.0.0.0 or ::, which a browser never sends) and each --allowed-hosts entry.
+func allowedHosts(listen string, flags []string) []string {
+	var out []string
+	if h, _, err := net.SplitHostPort(listen); err == nil && h != "" {
+		if ip := net.ParseIP(h); ip == nil || !ip.IsUnspecified() {
+			out = append(out, h)
+		}
+	}
+	for _, f := range flags {
+		for _, h := range strings.Split(f, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				out = append(out, h)
+			}
+		}
+	}
+	return out
+}
+
+// consoleTargets are the --target strings parsed, or the one target of --dsn and friends.
+func consoleTargets(c *common, targets []string) ([]target, error) {
+	var ts []target
+	for _, s := range targets {
+		t, err := parseTarget(s)
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, t)
+	}
+	if len(ts) == 0 {
+		t, err := c.target()
+		if err != nil {
+			return nil, usageErr("settle console: name the queues to show with --target (or --dsn, --table, --queue, --dead): %v", err)
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
+}
+
+// openConsoleTargets opens each target for the console. A target that cannot be reached is
+// shown as down with the reason, and opened again in the background until it answers: one
+// server's outage must not hide the others. closeAll closes what was opened (also on error).
+func openConsoleTargets(ctx context.Context, ts []target, log *slog.Logger) (queues []console.Queue, closeAll func(), err error) {
+	var opened []*available
+	closeAll = func() {
+		for _, a := range opened {
+			a.Close()
+		}
+	}
+	for _, t := range ts {
+		a := &available{name: t.name(), open: t.open, clk: clock.Real(), log: log}
+		if err := a.start(ctx); err != nil {
+			return nil, closeAll, fmt.Errorf("target %s: %w", t.name(), err)
+		}
+		opened = append(opened, a)
+		if _, err := a.queue(); err != nil {
+			log.Warn("settle console: target is down; shown as down and retried in the background", "target", t.name(), "error", err)
+		}
+		queues = append(queues, console.Queue{Name: t.name(), Ops: a, Backend: t.kind, Host: t.host()})
+	}
+	return queues, closeAll, nil
 }

@@ -24,6 +24,7 @@ const (
 	exitUnreachable = 3 // the backend could not be reached or opened (wrong DSN, server down, auth)
 	exitNoTarget    = 4 // the table, column or queue does not exist
 	exitNotFound    = 5 // a dead-letter id is not in the dead letter: nothing was done
+	exitUnhealthy   = 6 // settle health: the target answered but is over a limit
 )
 
 // usageError is a mistake in the command line.
@@ -51,6 +52,8 @@ func exitCode(err error) int {
 		return exitNoTarget
 	case errors.Is(err, ops.ErrNotFound):
 		return exitNotFound
+	case errors.Is(err, errUnhealthy):
+		return exitUnhealthy
 	}
 	return exitFailed
 }
@@ -59,6 +62,8 @@ const usage = `settle — look at queues and their dead letters, redrive or purg
 
 Usage:
   settle stats                       depth by state of the queue, and its dead letters
+  settle queues                      every queue of the target (groups of a table, a stream's consumers)
+  settle health [--max-dead N] [--max-ready N] [--max-oldest D]   exit 0 when healthy (probes)
   settle dead ls                     list dead letters with why they died
   settle dead show ID                one dead letter: why, headers, payload
   settle dead redrive ID… | --all | FILTER   send dead letters back to their queue
@@ -83,7 +88,7 @@ Filters (dead ls, redrive, purge): --origin Q, --reason TEXT, --dead-before T, -
 
 Exit codes: 0 done; 1 the backend failed (partly done); 2 usage error, nothing done;
 3 backend unreachable (wrong DSN, server down, auth); 4 no such table, column or queue;
-5 unknown dead-letter id, nothing done.
+5 unknown dead-letter id, nothing done; 6 settle health: over a limit.
 `
 
 func main() {
@@ -119,6 +124,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	case "stats":
 		return cmdStats(ctx, rest, stdout, stderr)
+	case "queues":
+		return cmdQueues(ctx, rest, stdout, stderr)
+	case "health":
+		return cmdHealth(ctx, rest, stdout, stderr)
 	case "console":
 		return cmdConsole(ctx, rest, stdout, stderr)
 	case "asyncapi":
@@ -141,7 +150,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return usageErr("settle dead: unknown subcommand %q (ls, show, redrive, purge)", rest[0])
 	}
-	return usageErr("unknown command %q (stats, dead, stranded, console; settle help)", cmd)
+	return usageErr("unknown command %q (stats, queues, health, dead, stranded, console, asyncapi; settle help)", cmd)
 }
 
 // common are the flags every command takes.

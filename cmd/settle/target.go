@@ -193,12 +193,21 @@ func sqlDBOf[D sqliteFile](db D, err error) (sqlDB, error) {
 }
 
 func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
+	s, tb, ref, err := t.openTable(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t.sqlOps(ctx, s, tb, ref)
+}
+
+// openTable connects to a SQL target's database and reads its queue table's columns.
+func (t target) openTable(ctx context.Context) (sqlDB, sqlqueue.Table, sqlqueue.TableRef, error) {
 	if t.table == "" {
-		return nil, nil, usageErr("a %s target needs its queue table (--table or SETTLE_TABLE)", t.kind)
+		return sqlDB{}, sqlqueue.Table{}, sqlqueue.TableRef{}, usageErr("a %s target needs its queue table (--table or SETTLE_TABLE)", t.kind)
 	}
 	ref, err := sqlqueue.ParseTableRef(t.table)
 	if err != nil {
-		return nil, nil, usageErr("--table: %v", err)
+		return sqlDB{}, sqlqueue.Table{}, ref, usageErr("--table: %v", err)
 	}
 	var s sqlDB
 	switch t.kind {
@@ -209,36 +218,47 @@ func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
 		}
 		if _, err := os.Stat(path); err != nil {
 			// sqlite.Open would create an empty database: an operator's typo must not.
-			return nil, nil, unreachable(t, fmt.Errorf("no database file at %s (settle does not create one)", path))
+			return sqlDB{}, sqlqueue.Table{}, ref, unreachable(t, fmt.Errorf("no database file at %s (settle does not create one)", path))
 		}
 		if s, err = openSQLite(ctx, path); err != nil {
-			return nil, nil, unreachable(t, err)
+			return sqlDB{}, sqlqueue.Table{}, ref, unreachable(t, err)
 		}
 	case "postgres":
 		db, err := postgres.Open(ctx, t.dsn)
 		if err != nil {
-			return nil, nil, unreachable(t, err)
+			return sqlDB{}, sqlqueue.Table{}, ref, unreachable(t, err)
 		}
 		if err := db.Pool().Ping(ctx); err != nil {
 			db.Close()
-			return nil, nil, unreachable(t, err)
+			return sqlDB{}, sqlqueue.Table{}, ref, unreachable(t, err)
 		}
 		s = sqlDB{db.Dialect(), db.Queue(), db}
 	case "mysql":
 		db, err := mysql.Open(ctx, t.dsn)
 		if err != nil {
-			return nil, nil, unreachable(t, err)
+			return sqlDB{}, sqlqueue.Table{}, ref, unreachable(t, err)
 		}
 		s = sqlDB{db.Dialect(), db.Queue(), db}
 	}
 	tb, err := sqlqueue.DetectTable(ctx, s.d, s.db, ref)
-	if err == nil {
-		switch {
-		case tb.Columns.Group != "" && t.queue == "":
-			err = usageErr("table %s has a group column: name the queue's group (--queue or SETTLE_QUEUE)", ref)
-		case tb.Columns.Group == "" && t.queue != "" && t.queue != ref.String():
-			err = usageErr("table %s has no group column, so it is one queue: leave --queue out", ref)
+	if err != nil {
+		s.closer.Close()
+		if errors.Is(err, ops.ErrTargetNotFound) {
+			return sqlDB{}, tb, ref, err
 		}
+		return sqlDB{}, tb, ref, unreachable(t, err)
+	}
+	return s, tb, ref, nil
+}
+
+// sqlOps is the ops.Queue of a SQL target's queue, on its opened table.
+func (t target) sqlOps(ctx context.Context, s sqlDB, tb sqlqueue.Table, ref sqlqueue.TableRef) (ops.Queue, io.Closer, error) {
+	var err error
+	switch {
+	case tb.Columns.Group != "" && t.queue == "":
+		err = usageErr("table %s has a group column: name the queue's group (--queue or SETTLE_QUEUE)", ref)
+	case tb.Columns.Group == "" && t.queue != "" && t.queue != ref.String():
+		err = usageErr("table %s has no group column, so it is one queue: leave --queue out", ref)
 	}
 	var q *sqlqueue.Ops
 	var so *sqlOps
@@ -260,4 +280,31 @@ func (t target) openSQL(ctx context.Context) (ops.Queue, io.Closer, error) {
 		return nil, nil, unreachable(t, err)
 	}
 	return so, s.closer, nil
+}
+
+// host is where the target's backend runs, for people: host:port of a server, or the path of
+// an SQLite file. It never carries credentials.
+func (t target) host() string {
+	switch t.kind {
+	case "sqlite":
+		if u, err := url.Parse("sqlite://" + t.dsn); err == nil && u.Path != "" && u.Host == "" {
+			return u.Path
+		}
+		return t.dsn
+	case "mysql":
+		// user:pw@tcp(host:3306)/db
+		rest := t.dsn
+		if i := strings.LastIndex(rest, "@"); i >= 0 {
+			rest = rest[i+1:]
+		}
+		if open, end := strings.Index(rest, "("), strings.Index(rest, ")"); open >= 0 && end > open {
+			return rest[open+1 : end]
+		}
+		host, _, _ := strings.Cut(rest, "/")
+		return host
+	}
+	if u, err := url.Parse(t.dsn); err == nil {
+		return u.Host
+	}
+	return ""
 }

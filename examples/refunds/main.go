@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -58,6 +59,9 @@ type Config struct {
 	Metrics string
 	// Trace prints every delivery's span to standard output.
 	Trace bool
+	// KeepDead leaves dead letters in refunds.dead (SQLite only): no handler consumes them,
+	// so that settle dead ls, show, redrive and purge have something to work on.
+	KeepDead bool
 	// Obs is the observability the flags set up (StartObservability); nil for none.
 	Obs *Observability
 }
@@ -86,9 +90,13 @@ func run() error {
 	flag.StringVar(&c.Prefix, "prefix", "", "prefix of every RabbitMQ queue name or NATS subject")
 	flag.StringVar(&c.Metrics, "metrics", "", "serve /metrics (Prometheus), /livez and /readyz on this address, e.g. 127.0.0.1:9464")
 	flag.BoolVar(&c.Trace, "trace", false, "print every delivery's OpenTelemetry span to standard output")
+	flag.BoolVar(&c.KeepDead, "keep-dead", false, "leave dead letters in refunds.dead for the settle command (SQLite only)")
 	flag.Parse()
 	if c.AMQP != "" && c.NATS != "" {
 		return errors.New("-amqp and -nats: choose one backend")
+	}
+	if c.KeepDead && (c.AMQP != "" || c.NATS != "") {
+		return errors.New("-keep-dead applies to SQLite only (RabbitMQ and NATS dead letters stay in refunds.dead whenever nothing consumes it)")
 	}
 	if asyncAPIAsked() { // settle asyncapi: the service's document instead of the service
 		return ExportAsyncAPI(ctx, c)
@@ -179,12 +187,19 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, appOpts
 	if err != nil {
 		return err
 	}
-	dead, err := sqliteLease(db, table, DeadQueue)
-	if err != nil {
-		return err
-	}
-	if err := Mount(app, main, dead, c.Backoff, sqlqueue.PollInterval(c.Poll)); err != nil {
-		return err
+	if c.KeepDead {
+		tally.LeaveDead()
+		if err := MountKeepingDead(app, main, c.Backoff, sqlqueue.PollInterval(c.Poll)); err != nil {
+			return err
+		}
+	} else {
+		dead, err := sqliteLease(db, table, DeadQueue)
+		if err != nil {
+			return err
+		}
+		if err := Mount(app, main, dead, c.Backoff, sqlqueue.PollInterval(c.Poll)); err != nil {
+			return err
+		}
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -215,6 +230,18 @@ func Run(ctx context.Context, c Config, out io.Writer, log *slog.Logger, appOpts
 			return errors.New("stopped before every refund ended")
 		}
 		tally.Print(out)
+		if c.KeepDead {
+			fmt.Fprintf(out, "dead letters kept in group %s of table refunds: settle dead ls --dsn sqlite://%s --table refunds --queue %s --dead %s\n",
+				DeadQueue, absPath(c.DB), Queue, DeadQueue)
+		}
 	}
 	return nil
+}
+
+// absPath is p made absolute, for a DSN that works from any directory (p itself when that fails).
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }

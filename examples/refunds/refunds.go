@@ -109,6 +109,13 @@ func Mount(app *core.App, main, dead core.Endpoint, base time.Duration, opts ...
 	return core.Subscribe(app, dead, HandleDead(log), opts...)
 }
 
+// MountKeepingDead subscribes the refunds handler alone: the dead letters it leaves in
+// refunds.dead stay there, for the settle command to list, redrive or purge.
+func MountKeepingDead(app *core.App, main core.Endpoint, base time.Duration, opts ...core.Option) error {
+	return core.Subscribe(app, main, HandleRefund(app.Logger()),
+		append([]core.Option{core.DeadLetterAfter(MaxAttempts, DeadQueue), Policy(base)}, opts...)...)
+}
+
 // Samples are the demo's refunds: two of each kind.
 var Samples = []Refund{
 	{Ref: "r-ok-1", Card: "4242-4242", Cents: 1250},
@@ -131,8 +138,17 @@ type Tally struct {
 	ended   map[string]string // message id → where it ended
 	tries   map[string]int    // message id → attempts in refunds
 	deadSaw map[string]bool   // message id → logged by the dead-letter handler
+	noDead  bool              // no handler reads the dead letters (LeaveDead)
 	done    chan struct{}
 	closed  bool
+}
+
+// LeaveDead tells the tally that no handler consumes the dead letters: a message has ended
+// once it is moved there.
+func (t *Tally) LeaveDead() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.noDead = true
 }
 
 // NewTally returns an empty Tally for the queue refunds and its dead letter refunds.dead.
@@ -201,7 +217,7 @@ func (t *Tally) finished() bool {
 	}
 	for id := range t.refs {
 		e, ok := t.ended[id]
-		if !ok || (strings.HasPrefix(e, "dead letter") && !t.deadSaw[id]) {
+		if !ok || (strings.HasPrefix(e, "dead letter") && !t.deadSaw[id] && !t.noDead) {
 			return false
 		}
 	}

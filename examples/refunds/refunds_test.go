@@ -192,3 +192,41 @@ func TestBadFlags(t *testing.T) {
 		t.Errorf("negative backoff: err = %v", err)
 	}
 }
+
+// TestDemoKeepingDead runs the demo with -keep-dead: the four refunds that give up stay in the
+// refunds.dead group, unread, and the summary names the settle command that lists them.
+func TestDemoKeepingDead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "refunds.db")
+	vc := clock.NewVirtual(epoch)
+	logs := &coretest.Logs{}
+	var out bytes.Buffer
+	cfg := Config{DB: path, Backoff: 100 * time.Millisecond, Poll: 200 * time.Millisecond, KeepDead: true}
+	ran := make(chan error, 1)
+	stopDriving := make(chan struct{})
+	go func() {
+		ran <- Run(context.Background(), cfg, &out, slog.New(logs), core.WithClock(vc))
+		close(stopDriving)
+	}()
+	driveClock(t, vc, 2, cfg.Poll, stopDriving) // one lease subscription: a poll and an extension timer
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := len(logs.Find("dead letter: refund gave up")); n != 0 {
+		t.Errorf("%d dead letters were read; -keep-dead reads none", n)
+	}
+	if !strings.Contains(out.String(), "settle dead ls --dsn sqlite://"+path+" --table refunds --queue refunds --dead refunds.dead") {
+		t.Errorf("the summary does not name the settle command:\n%s", out.String())
+	}
+	db, err := openSQLite(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.Pool().QueryRow(`SELECT COUNT(*) FROM refunds WHERE grp = 'refunds.dead' AND processed_at IS NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Errorf("%d unprocessed rows in refunds.dead, want the 4 that gave up", n)
+	}
+}

@@ -43,6 +43,23 @@ var assets embed.FS
 type Queue struct {
 	Name string
 	Ops  ops.Queue
+	// Backend and Host say where the queue lives (e.g. "postgres", "db1:5432"), so that two
+	// queues of the same name on different backends or servers are told apart: both are shown
+	// beside the name on every page and in its title. Either may be empty.
+	Backend, Host string
+}
+
+// Where is the queue's backend and host as the pages show them ("postgres db1:5432").
+func (q Queue) Where() string {
+	return strings.TrimSpace(q.Backend + " " + q.Host)
+}
+
+// Label is the queue's name with where it lives, for titles ("refunds · postgres db1:5432").
+func (q Queue) Label() string {
+	if w := q.Where(); w != "" {
+		return q.Name + " · " + w
+	}
+	return q.Name
 }
 
 // Options configure a Server.
@@ -60,6 +77,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock ages are computed on (default time.Now).
 	Now func() time.Time
+	// AllowedHosts are the host names (without port) a request's Host header may carry; any
+	// other answers 421 Misdirected Request, so that a page on another origin cannot read the
+	// console through DNS rebinding (its requests carry the attacker's host name). localhost,
+	// 127.0.0.1 and ::1 are always allowed. "*" allows every host (only sensible behind a
+	// proxy that checks it).
+	AllowedHosts []string
 	// AsyncAPI is a service's AsyncAPI 3 document (JSON or YAML, as settle asyncapi writes it),
 	// shown at /asyncapi and served at /asyncapi.json and /asyncapi.yaml; nil for none.
 	AsyncAPI []byte
@@ -71,6 +94,8 @@ type Server struct {
 	o      Options
 	tmpl   map[string]*template.Template
 	mux    *http.ServeMux
+	hosts  map[string]bool // allowed Host names, lower case; nil allows every host
+	moved  *movedSet       // dead letters this console redrove or purged lately
 }
 
 // New returns the console over queues.
@@ -98,7 +123,11 @@ func New(queues []Queue, o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Server{queues: queues, o: o, tmpl: map[string]*template.Template{}, mux: http.NewServeMux()}
+	s := &Server{queues: queues, o: o, tmpl: map[string]*template.Template{}, mux: http.NewServeMux(),
+		moved: newMovedSet(movedKept)}
+	if err := s.allowHosts(o.AllowedHosts); err != nil {
+		return nil, err
+	}
 	funcs := template.FuncMap{"age": Age, "pathEscape": url.PathEscape, "oneLine": oneLine,
 		"deref": func(n *int64) int64 {
 			if n == nil {
@@ -158,6 +187,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'none'; frame-ancestors 'none'")
 	w.Header().Set("Referrer-Policy", "same-origin")
+	if !s.hostAllowed(r.Host) {
+		http.Error(w, fmt.Sprintf("settle console: host %q is not one this console answers to (allowed: %s); start it with --allowed-hosts to add one",
+			r.Host, strings.Join(s.o.AllowedHosts, ", ")), http.StatusMisdirectedRequest)
+		return
+	}
 	if !s.authorized(w, r) {
 		return
 	}
@@ -259,7 +293,7 @@ func (s *Server) fail(w http.ResponseWriter, status int, err error) {
 // row is one queue's figures on a page; a nil figure is unmeasured.
 type row struct {
 	Index                          int
-	Name, DeadLetter               string
+	Name, Where, Label, DeadLetter string
 	Ready, Delayed, InFlight, Dead *int64
 	Oldest                         string
 	Unmeasured                     []ops.Unmeasured
@@ -267,7 +301,7 @@ type row struct {
 }
 
 func statsRow(i int, q Queue, s ops.Stats, err error) row {
-	r := row{Index: i, Name: q.Name, DeadLetter: s.DeadLetter}
+	r := row{Index: i, Name: q.Name, Where: q.Where(), Label: q.Label(), DeadLetter: s.DeadLetter}
 	if err != nil {
 		r.Err = err.Error()
 		return r
@@ -322,7 +356,7 @@ func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	st, err := q.Ops.Stats(ctx)
 	f := s.filterOf(r)
-	data := map[string]any{"Title": q.Name, "Row": statsRow(i, q, st, err), "Filter": f, "CSRF": csrf(w, r),
+	data := map[string]any{"Title": q.Label(), "Row": statsRow(i, q, st, err), "Filter": f, "CSRF": csrf(w, r),
 		"Done": r.URL.Query().Get("done"), "Cursor": r.URL.Query().Get("cursor")}
 	page, err := q.Ops.ListDead(ctx, f, ops.Page{Limit: 50, After: r.URL.Query().Get("cursor")})
 	if err != nil {
@@ -354,8 +388,14 @@ func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
 	d, err := q.Ops.GetDead(ctx, r.PathValue("id"))
 	if err != nil {
 		status := http.StatusInternalServerError
+		if errors.Is(err, ErrUnavailable) {
+			status = http.StatusServiceUnavailable
+		}
 		if errors.Is(err, ops.ErrNotFound) {
 			status = http.StatusNotFound
+			if how := s.moved.all(i, []string{r.PathValue("id")}); how != "" {
+				err = fmt.Errorf("dead letter %s was %s from this console: it is no longer in the dead letter", r.PathValue("id"), how)
+			}
 		}
 		s.fail(w, status, err)
 		return
@@ -373,7 +413,7 @@ func (s *Server) deadPage(w http.ResponseWriter, r *http.Request) {
 	if !d.DeadAt.IsZero() {
 		age = Age(s.o.Now().Sub(d.DeadAt))
 	}
-	s.render(w, http.StatusOK, "dead", map[string]any{"Title": q.Name + " · " + d.ID, "Index": i, "Queue": q.Name,
+	s.render(w, http.StatusOK, "dead", map[string]any{"Title": q.Label() + " · " + d.ID, "Index": i, "Queue": q.Name, "Where": q.Where(),
 		"D": d, "Age": age, "Headers": headers, "Payload": Pretty(d.Payload), "CSRF": csrf(w, r)})
 }
 
@@ -406,12 +446,19 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	n, err := q.Ops.Redrive(ctx, sel, ops.RedriveOptions{KeepAttempts: r.PostFormValue("keep") == "1"})
-	s.o.Logger.Info("console: redrive", "queue", q.Name, "selection", sel.String(), "redriven", n, "error", err)
+	opt := ops.RedriveOptions{KeepAttempts: r.PostFormValue("keep") == "1",
+		Moved: func(ids []string) { s.moved.add(i, "redriven", ids) }}
+	n, err := q.Ops.Redrive(ctx, sel, opt)
+	s.o.Logger.Info("console: redrive", "queue", q.Name, "where", q.Where(), "selection", sel.String(), "redriven", n, "error", err)
 	if err != nil {
-		s.fail(w, http.StatusInternalServerError, fmt.Errorf("redrove %d, then: %w", n, err))
+		status, err := s.changeStatus(i, err)
+		if status == http.StatusInternalServerError {
+			err = fmt.Errorf("redrove %d, then: %w", n, err)
+		}
+		s.fail(w, status, err)
 		return
 	}
+	s.moved.add(i, "redriven", sel.IDs)
 	done := url.Values{"done": {fmt.Sprintf("redriven %d dead letter%s", n, plural(n))}}
 	http.Redirect(w, r, "/q/"+strconv.Itoa(i)+"?"+done.Encode(), http.StatusSeeOther)
 }
@@ -433,18 +480,23 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.PostFormValue("confirm") != "yes" {
-		s.render(w, http.StatusOK, "confirm", map[string]any{"Title": "purge " + q.Name, "Index": i, "Queue": q.Name,
+		s.render(w, http.StatusOK, "confirm", map[string]any{"Title": "purge " + q.Label(), "Index": i, "Queue": q.Name, "Where": q.Where(),
 			"Sel": sel, "What": sel.String(), "CSRF": csrf(w, r)})
 		return
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
 	n, err := q.Ops.Purge(ctx, sel)
-	s.o.Logger.Info("console: purge", "queue", q.Name, "selection", sel.String(), "purged", n, "error", err)
+	s.o.Logger.Info("console: purge", "queue", q.Name, "where", q.Where(), "selection", sel.String(), "purged", n, "error", err)
 	if err != nil {
-		s.fail(w, http.StatusInternalServerError, fmt.Errorf("purged %d, then: %w", n, err))
+		status, err := s.changeStatus(i, err)
+		if status == http.StatusInternalServerError {
+			err = fmt.Errorf("purged %d, then: %w", n, err)
+		}
+		s.fail(w, status, err)
 		return
 	}
+	s.moved.add(i, "purged", sel.IDs)
 	done := url.Values{"done": {fmt.Sprintf("purged %d dead letter%s", n, plural(n))}}
 	http.Redirect(w, r, "/q/"+strconv.Itoa(i)+"?"+done.Encode(), http.StatusSeeOther)
 }
