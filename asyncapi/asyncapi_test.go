@@ -463,3 +463,32 @@ func TestYAMLKeepsStringsStrings(t *testing.T) {
 	must(t, err)
 	validate(t, j)
 }
+
+// TestReceiveOperationsSayOrderAndBatches: an ordered subscription and a batch subscription say
+// so in x-settle-ordered and x-settle-batch-size / -wait; a plain one carries neither.
+func TestReceiveOperationsSayOrderAndBatches(t *testing.T) {
+	d := newApp(t).Describe()
+	d.Subscriptions[0].Ordered = true
+	d.Subscriptions[0].BatchSize, d.Subscriptions[0].BatchWait = 50, 200*time.Millisecond
+	doc, err := asyncapi.FromDescription(d)
+	must(t, err)
+	raw, err := doc.JSON()
+	must(t, err)
+	validate(t, raw)
+	var m map[string]any
+	must(t, json.Unmarshal(raw, &m))
+	name := "receive_" + strings.NewReplacer(".", "_", "-", "_").Replace(d.Subscriptions[0].Name)
+	is(t, m, true, "operations", name, "x-settle-ordered")
+	is(t, m, 50.0, "operations", name, "x-settle-batch-size")
+	is(t, m, "200ms", "operations", name, "x-settle-batch-wait")
+	for k, op := range at(t, m, "operations").(map[string]any) {
+		if k == name {
+			continue
+		}
+		for _, f := range []string{"x-settle-ordered", "x-settle-batch-size", "x-settle-batch-wait"} {
+			if v, ok := op.(map[string]any)[f]; ok {
+				t.Errorf("operation %s carries %s = %v", k, f, v)
+			}
+		}
+	}
+}

@@ -89,6 +89,9 @@ type operation struct {
 	Cap        int            `json:"x-settle-cap,omitempty"`
 	DeadLetter string         `json:"x-settle-dead-letter-to,omitempty"`
 	Timeout    string         `json:"x-settle-timeout,omitempty"`
+	Ordered    bool           `json:"x-settle-ordered,omitempty"`
+	BatchSize  int            `json:"x-settle-batch-size,omitempty"`
+	BatchWait  string         `json:"x-settle-batch-wait,omitempty"`
 	OnError    string         `json:"x-settle-on-error,omitempty"`
 	OnPanic    string         `json:"x-settle-on-panic,omitempty"`
 	OnDecode   string         `json:"x-settle-on-decode-error,omitempty"`

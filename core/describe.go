@@ -69,6 +69,8 @@ type SubscriptionDescription struct {
 	// single-message one.
 	BatchSize int
 	BatchWait time.Duration
+	// Ordered says the subscription asked for its keys in order (core.Ordered).
+	Ordered bool
 	// OnError, OnPanic and OnDecodeError are the failure policies (Policy.String: "retry",
 	// "drop", "dead_letter", "backoff(100ms, 6.4s)").
 	OnError, OnPanic, OnDecodeError string
@@ -246,7 +248,7 @@ func (s *subscription) describe() SubscriptionDescription {
 	sd := SubscriptionDescription{
 		Name: s.name, Queue: s.queue, Payload: s.payload, ContentType: o.Codec.ContentType(),
 		Cap: o.Cap, DeadLetterTo: o.DeadLetterTo, Workers: o.Workers, Timeout: o.Timeout,
-		BatchSize: o.BatchSize, BatchWait: o.BatchWait,
+		BatchSize: o.BatchSize, BatchWait: o.BatchWait, Ordered: o.asksOrdered(),
 		OnError: o.OnError.String(), OnPanic: o.OnPanic.String(), OnDecodeError: o.OnDecodeError.String(),
 	}
 	if d, ok := s.ep.(Describer); ok {

@@ -42,6 +42,13 @@ func (o *Options) Ordered() bool {
 	return ok
 }
 
+// asksOrdered reports whether Ordered was given, without counting as the endpoint's read of it
+// (a description must not hide the refusal of an endpoint that does not order keys).
+func (o *Options) asksOrdered() bool {
+	_, ok := o.ext[orderedKey{}]
+	return ok
+}
+
 // unreadOrdered returns the refusal of an Ordered option the endpoint ep did not read, nil when
 // it was read or not given.
 func (o *Options) unreadOrdered(ep Endpoint) error {
