@@ -3,7 +3,7 @@ package sqlitepure
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -13,12 +13,12 @@ import (
 	"strconv"
 	"time"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Sync is SQLite's synchronous setting.
@@ -270,15 +270,15 @@ func checkPool(ctx context.Context, pool *sql.DB) (string, error) {
 
 // connector opens connections of the driver of a pool New was given, on its file.
 type connector struct {
-	drv  driver.Driver
+	drv  sqldriver.Driver
 	name string
 }
 
-func (c connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.name) }
-func (c connector) Driver() driver.Driver                        { return c.drv }
+func (c connector) Connect(context.Context) (sqldriver.Conn, error) { return c.drv.Open(c.name) }
+func (c connector) Driver() sqldriver.Driver                        { return c.drv }
 
 func newDB(pool *sql.DB, owned bool, path string, o options) *DB {
-	keys := sqlqueue.LocalKeysFor(path)
+	keys := driver.LocalKeysFor(path)
 	return &DB{pool: pool, owned: owned, q: &keyedDB{DB: sqlqueue.StdDB(pool), keys: keys},
 		path: path, dialect: &dialect{keys: keys}, log: o.log, clock: o.clock}
 }
@@ -288,10 +288,10 @@ func newDB(pool *sql.DB, owned bool, path string, o options) *DB {
 // Conn.Discard.
 type keyedDB struct {
 	sqlqueue.DB
-	keys *sqlqueue.LocalKeys
+	keys *driver.LocalKeys
 }
 
-func (k *keyedDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
+func (k *keyedDB) Conn(ctx context.Context) (driver.Conn, error) {
 	c, err := k.DB.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -302,8 +302,8 @@ func (k *keyedDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 // keyedConn is a reserved connection whose advisory keys go with it when it is discarded, as a
 // server session's advisory locks go with the session.
 type keyedConn struct {
-	sqlqueue.Conn
-	keys *sqlqueue.LocalKeys
+	driver.Conn
+	keys *driver.LocalKeys
 }
 
 func (c *keyedConn) Discard() error {
@@ -351,10 +351,10 @@ func Lease(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 }
 
 // Advisory returns the advisory-lock-form endpoint of the queue table t. Keys live in this
-// process (sqlqueue.LocalKeys): while a subscription runs, the process holds an exclusive lock
+// process (driver.LocalKeys): while a subscription runs, the process holds an exclusive lock
 // on a companion file (the database file's name plus "-settle-keys"), and a subscription of
 // another process on the same file is refused at start with an error matching
-// sqlqueue.ErrKeysHeldElsewhere. Several processes on one file use the lease form.
+// driver.ErrKeysHeldElsewhere. Several processes on one file use the lease form.
 func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	ep, err := sqlqueue.NewAdvisory(db.dialect, db.q, t, group)
 	if err != nil {
@@ -366,7 +366,7 @@ func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 // advisoryEndpoint holds the companion file's lock while its subscription runs.
 type advisoryEndpoint struct {
 	core.Endpoint
-	keys *sqlqueue.LocalKeys
+	keys *driver.LocalKeys
 }
 
 func (e *advisoryEndpoint) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/outbox"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 func TestOpenRefuses(t *testing.T) {
@@ -118,10 +119,10 @@ func TestTimesOrderAsText(t *testing.T) {
 }
 
 func TestColumnKinds(t *testing.T) {
-	for decl, want := range map[string]sqlqueue.ColumnKind{
-		"INTEGER": sqlqueue.KindInteger, "BIGINT": sqlqueue.KindInteger, "TEXT": sqlqueue.KindText, "VARCHAR(20)": sqlqueue.KindText,
-		"BLOB": sqlqueue.KindBytes, "": sqlqueue.KindBytes, "JSON": sqlqueue.KindJSON, "DATETIME": sqlqueue.KindTime, "NUMERIC": sqlqueue.KindUnknown,
-		"BOOLEAN": sqlqueue.KindBool, "REAL": sqlqueue.KindFloat, "DOUBLE PRECISION": sqlqueue.KindFloat,
+	for decl, want := range map[string]driver.ColumnKind{
+		"INTEGER": driver.KindInteger, "BIGINT": driver.KindInteger, "TEXT": driver.KindText, "VARCHAR(20)": driver.KindText,
+		"BLOB": driver.KindBytes, "": driver.KindBytes, "JSON": driver.KindJSON, "DATETIME": driver.KindTime, "NUMERIC": driver.KindUnknown,
+		"BOOLEAN": driver.KindBool, "REAL": driver.KindFloat, "DOUBLE PRECISION": driver.KindFloat,
 	} {
 		if got := kind(decl); got != want {
 			t.Errorf("kind(%q) = %v; want %v", decl, got, want)
@@ -139,8 +140,8 @@ func TestCapabilities(t *testing.T) {
 	}
 	defer db.Close()
 	d := db.Dialect()
-	if d.Name() == "sqlite" || sqlqueue.FamilyOf(d) != sqlqueue.FamilySQLite || !sqlqueue.IsSingleWriter(d) {
-		t.Fatalf("name %q, family %q, single writer %v", d.Name(), sqlqueue.FamilyOf(d), sqlqueue.IsSingleWriter(d))
+	if d.Name() == "sqlite" || sqlqueue.FamilyOf(d) != sqlqueue.FamilySQLite || !driver.IsSingleWriter(d) {
+		t.Fatalf("name %q, family %q, single writer %v", d.Name(), sqlqueue.FamilyOf(d), driver.IsSingleWriter(d))
 	}
 	ddl, err := outbox.DDL(d, "box")
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // nowDefault is the current time in TimeFormat, for created_at's default: SQLite's clock has
@@ -33,11 +34,11 @@ const nowDefault = "strftime('%Y-%m-%dT%H:%M:%f', 'now') || '000Z'"
 //	CREATE INDEX IF NOT EXISTS "refunds_ready" ON "refunds" ("grp", "id") WHERE "processed_at" IS NULL;
 func TableDDL(t sqlqueue.Table) (string, error) {
 	d := &dialect{}
-	s, err := sqlqueue.NewSchema(d, t)
+	s, err := driver.NewSchema(d, t)
 	if err != nil {
 		return "", err
 	}
-	cols := s.ColumnDefs(sqlqueue.ColumnTypes{
+	cols := s.ColumnDefs(driver.ColumnTypes{
 		ID: "INTEGER PRIMARY KEY AUTOINCREMENT", Payload: "BLOB NOT NULL", Group: "TEXT NOT NULL",
 		Attempt: "INTEGER NOT NULL DEFAULT 0", RetryAfter: "TEXT", LockedUntil: "TEXT", ProcessedAt: "TEXT",
 		Headers: "TEXT", CreatedAt: "TEXT NOT NULL DEFAULT (" + nowDefault + ")",

@@ -7,21 +7,22 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // dialect spells SQL for SQLite. It supports the lease and advisory forms.
 type dialect struct {
-	keys *sqlqueue.LocalKeys // advisory keys: per database file, in this process
+	keys *driver.LocalKeys // advisory keys: per database file, in this process
 }
 
 var (
-	_ sqlqueue.LeaseDialect     = (*dialect)(nil)
-	_ sqlqueue.AdvisoryDialect  = (*dialect)(nil)
-	_ sqlqueue.TableIdentity    = (*dialect)(nil)
-	_ sqlqueue.SQLFamily        = (*dialect)(nil)
-	_ sqlqueue.SingleWriter     = (*dialect)(nil)
-	_ sqlqueue.DriverOwnedBytes = (*dialect)(nil)
-	_ sqlqueue.DDLTypes         = (*dialect)(nil)
+	_ driver.LeaseDialect     = (*dialect)(nil)
+	_ driver.AdvisoryDialect  = (*dialect)(nil)
+	_ driver.TableIdentity    = (*dialect)(nil)
+	_ driver.SQLFamily        = (*dialect)(nil)
+	_ driver.SingleWriter     = (*dialect)(nil)
+	_ driver.DriverOwnedBytes = (*dialect)(nil)
+	_ driver.DDLTypes         = (*dialect)(nil)
 )
 
 // Family is sqlqueue.FamilySQLite.
@@ -35,8 +36,8 @@ func (*dialect) SingleWriter() bool { return true }
 func (*dialect) DriverOwnedBytes() bool { return true }
 
 // DDLTypes are SQLite's column types (times are TEXT in TimeFormat).
-func (*dialect) DDLTypes() sqlqueue.Types {
-	return sqlqueue.Types{ID: "INTEGER PRIMARY KEY AUTOINCREMENT", Integer: "INTEGER", Text: "TEXT", Bytes: "BLOB", JSON: "TEXT", Time: "TEXT"}
+func (*dialect) DDLTypes() driver.Types {
+	return driver.Types{ID: "INTEGER PRIMARY KEY AUTOINCREMENT", Integer: "INTEGER", Text: "TEXT", Bytes: "BLOB", JSON: "TEXT", Time: "TEXT"}
 }
 
 // TimeFormat is how times are stored: UTC, microseconds, fixed width, so text order is time order.
@@ -63,7 +64,7 @@ func ParseTime(s string) (time.Time, error) { return time.Parse(TimeFormat, s) }
 func (*dialect) Returning() bool { return true }
 
 // Columns reads pragma_table_info.
-func (*dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) ([]sqlqueue.ColumnInfo, error) {
+func (*dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) ([]driver.ColumnInfo, error) {
 	schema := t.Schema
 	if schema == "" {
 		schema = "main"
@@ -73,9 +74,9 @@ func (*dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.Tabl
 		return nil, err
 	}
 	defer rows.Close()
-	var out []sqlqueue.ColumnInfo
+	var out []driver.ColumnInfo
 	for rows.Next() {
-		var c sqlqueue.ColumnInfo
+		var c driver.ColumnInfo
 		if err := rows.Scan(&c.Name, &c.Type); err != nil {
 			return nil, err
 		}
@@ -113,44 +114,44 @@ func (*dialect) CanonicalTable(ctx context.Context, q sqlqueue.Queryer, t sqlque
 
 // kind follows SQLite's type affinity rules (INT first, so BIGINT is an integer), with JSON,
 // date/time, boolean and floating-point names recognised.
-func kind(decl string) sqlqueue.ColumnKind {
+func kind(decl string) driver.ColumnKind {
 	t := strings.ToUpper(decl)
 	switch {
 	case strings.Contains(t, "INT"):
-		return sqlqueue.KindInteger
+		return driver.KindInteger
 	case strings.Contains(t, "JSON"):
-		return sqlqueue.KindJSON
+		return driver.KindJSON
 	case strings.Contains(t, "CHAR"), strings.Contains(t, "CLOB"), strings.Contains(t, "TEXT"):
-		return sqlqueue.KindText
+		return driver.KindText
 	case strings.Contains(t, "BLOB"), t == "":
-		return sqlqueue.KindBytes
+		return driver.KindBytes
 	case strings.Contains(t, "TIME"), strings.Contains(t, "DATE"):
-		return sqlqueue.KindTime
+		return driver.KindTime
 	case strings.Contains(t, "BOOL"):
-		return sqlqueue.KindBool
+		return driver.KindBool
 	case strings.Contains(t, "REAL"), strings.Contains(t, "FLOA"), strings.Contains(t, "DOUB"):
-		return sqlqueue.KindFloat
+		return driver.KindFloat
 	}
-	return sqlqueue.KindUnknown // NUMERIC, DECIMAL: SQLite keeps text that is not a number as text
+	return driver.KindUnknown // NUMERIC, DECIMAL: SQLite keeps text that is not a number as text
 }
 
 // LeaseClaim is one UPDATE … RETURNING; the claim transaction (BEGIN IMMEDIATE) holds the
 // write lock, so no row lock is needed.
-func (*dialect) LeaseClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
-	return sqlqueue.UpdateReturningClaim(s, ""), nil
+func (*dialect) LeaseClaim(s *driver.Schema) (driver.Claim, error) {
+	return driver.UpdateReturningClaim(s, ""), nil
 }
 
 // KeyText casts a key expression to TEXT.
 func (*dialect) KeyText(expr string) string { return "CAST(" + expr + " AS TEXT)" }
 
-// TryLock takes key for c in the file's in-process registry (sqlqueue.LocalKeys). It is
+// TryLock takes key for c in the file's in-process registry (driver.LocalKeys). It is
 // re-entrant: a key c holds is granted again.
-func (d *dialect) TryLock(_ context.Context, c sqlqueue.Conn, key string) (bool, error) {
+func (d *dialect) TryLock(_ context.Context, c driver.Conn, key string) (bool, error) {
 	return d.keys.TryLock(c, key), nil
 }
 
 // Unlock releases key held by c.
-func (d *dialect) Unlock(_ context.Context, c sqlqueue.Conn, key string) error {
+func (d *dialect) Unlock(_ context.Context, c driver.Conn, key string) error {
 	d.keys.Unlock(c, key)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue/internal/sqltime"
 )
 
 // advisory is the advisory-lock form's source and finisher. Each worker has a dedicated
@@ -119,7 +120,7 @@ func (a *advisory) take(ctx context.Context) (int, error) {
 	// Rows held back after a failed settlement are passed over here (their hold may be in
 	// memory only): look at that many more.
 	p := ClaimParams{Now: now, Limit: max(rt.cfg.batch, len(free)) + rt.heldCount(now), Group: rt.q.group}
-	rows, err := rt.db.Query(ctx, rt.st.candidates, rt.st.candB.bind(p, nil)...)
+	rows, err := rt.db.Query(ctx, rt.st.candidates, rt.st.candB.Bind(p, nil)...)
 	if err != nil {
 		return 0, err
 	}
@@ -242,7 +243,7 @@ func (a *advisory) dedicate(ctx context.Context, ac *advConn) error {
 // longer ready (another process finished it between the look and the lock).
 func (a *advisory) stamp(ctx context.Context, ac *advConn, id int64, p ClaimParams) (*delivery, error) {
 	rt := a.rt
-	args := rt.st.takeB.bindID(p, id, nil)
+	args := rt.st.takeB.BindID(p, id, nil)
 	r, err := ac.c.Exec(ctx, rt.st.takeStamp, args...)
 	if err != nil || r.RowsAffected == 0 {
 		return nil, err
@@ -265,7 +266,7 @@ func scanTaken(rows Rows, id int64) (*Claimed, error) {
 	}
 	c := &Claimed{ID: id}
 	var att int64
-	if err := rows.Scan(&c.Payload, &att, &c.Headers, (*timeScanner)(&c.CreatedAt)); err != nil {
+	if err := rows.Scan(&c.Payload, &att, &c.Headers, (*sqltime.Scanner)(&c.CreatedAt)); err != nil {
 		return nil, err
 	}
 	c.Attempt = int(att)

@@ -145,6 +145,7 @@
 // reads them back. Custom events receive the reason in EventInput.Reason.
 //
 // All time comes from the App's clock (core/clock): the engine computes every timestamp it
-// writes, so tests run on virtual time. Dialect authors start from dialect.go; every dialect
-// proves itself with the conformance suite in sqlqueuetest.
+// writes, so tests run on virtual time. Dialect authors start from package driver (core/sqlqueue/driver),
+// the service-provider interface; every dialect proves itself with the conformance suite in
+// sqlqueuetest.
 package sqlqueue

@@ -2,7 +2,6 @@ package sqlqueue
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 )
 
@@ -27,25 +26,6 @@ func (e *LeaseLostError) Error() string {
 
 // Is makes errors.Is(err, ErrLeaseLost) hold.
 func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
-
-// ColumnError is the start-up error for a table that lacks a column it was described with,
-// or has it with a type of the wrong kind.
-type ColumnError struct {
-	// Table is the table checked.
-	Table string
-	// Column is the column's name; Role is which column of the description it is (attempt,
-	// locked_until, …).
-	Column, Role string
-	// Reason says what is wrong.
-	Reason string
-}
-
-func (e *ColumnError) Error() string {
-	if e.Column == "" {
-		return fmt.Sprintf("sqlqueue: table %s: %s", e.Table, e.Reason)
-	}
-	return fmt.Sprintf("sqlqueue: table %s, column %s (%s): %s", e.Table, e.Column, e.Role, e.Reason)
-}
 
 // ErrRowHeld is the error of a settlement whose row another session held locked: after a
 // grouped settlement waited out the lock timeout, the rows that were free were settled and the

@@ -1,6 +1,8 @@
 package sqlqueue
 
-import "testing"
+import (
+	"testing"
+)
 
 // namedPostgres calls itself "postgres" and declares nothing: a name is not a family.
 type namedPostgres struct{ pgLike }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // lease is the lease form's source and finisher. The claim stamps locked_until (the token)
@@ -32,7 +33,7 @@ type lease struct {
 	// pipe and pipeClaim are set when a cycle can go as one pipeline: the DB pipelines and the
 	// claim is one statement of the engine's own.
 	pipe      Pipeliner
-	pipeClaim *stmtClaim
+	pipeClaim driver.StepClaim
 
 	// source side, used by Next (core never calls Next concurrently) and by giveBack when the
 	// subscription stops pulling
@@ -112,7 +113,7 @@ func newLease(rt *runtime) *lease {
 	l.look.inline = rt.lookInline
 	l.size.Store(int32(rt.cfg.batch))
 	if pl, ok := rt.db.(Pipeliner); ok && rt.cfg.events[EventClaim] == nil {
-		if sc, ok := rt.claim.(*stmtClaim); ok {
+		if sc, ok := rt.claim.(driver.StepClaim); ok {
 			l.pipe, l.pipeClaim = pl, sc
 		}
 	}

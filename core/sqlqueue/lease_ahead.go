@@ -1,6 +1,8 @@
 package sqlqueue
 
-import "context"
+import (
+	"context"
+)
 
 // This file is the lease form's claiming ahead. A claim cycle (settle what has finished, claim
 // the next batch, commit) waits on the database: on SQLite for the file's write and sync, on a

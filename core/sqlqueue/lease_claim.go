@@ -99,7 +99,7 @@ func (l *lease) pipelined(ctx context.Context, items []item) (b *leaseBatch, don
 	}
 	steps = l.doneSteps(steps, items, p.Now)
 	rows := l.claimBuf[:0]
-	steps = append(steps, l.pipeClaim.step(p, &rows))
+	steps = append(steps, l.pipeClaim.ClaimStep(p, &rows))
 	err = l.pipe.Pipeline(ctx, steps)
 	if err == nil {
 		return l.track(rows, p), cycleDone{l: l, items: items}, true, nil

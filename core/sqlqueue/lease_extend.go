@@ -111,9 +111,9 @@ func (l *lease) extend() time.Duration {
 // the rows another session holds, or, with wait, waiting for them within the lock timeout.
 func (l *lease) lockRows(ctx context.Context, tx Queryer, ds []*delivery, wait bool) (map[int64]bool, error) {
 	rt := l.rt
-	sql := rt.st.lockIDs.sql(len(ds))
+	sql := rt.st.lockIDs.SQL(len(ds))
 	if wait {
-		sql = rt.st.waitIDs.sql(len(ds))
+		sql = rt.st.waitIDs.SQL(len(ds))
 	}
 	args := make([]any, len(ds))
 	for i, d := range ds {

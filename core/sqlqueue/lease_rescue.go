@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // This file is the lease form's rescue of lapsed claims. A row whose lease ran out without a
@@ -103,8 +105,8 @@ func (l *lease) probeLapsed(ctx context.Context, now time.Time) (bool, error) {
 
 // probe reports whether query, a look for lapsed rows bound by b, finds one (lease and row
 // lock).
-func (rt *runtime) probe(ctx context.Context, query string, b *binder, p ClaimParams) (bool, error) {
-	rows, err := rt.db.Query(ctx, query, b.bind(p, nil)...)
+func (rt *runtime) probe(ctx context.Context, query string, b *driver.Binder, p ClaimParams) (bool, error) {
+	rows, err := rt.db.Query(ctx, query, b.Bind(p, nil)...)
 	if err != nil {
 		return false, err
 	}

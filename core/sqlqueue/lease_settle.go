@@ -405,7 +405,7 @@ func (l *lease) doneSteps(steps []Step, items []item, now time.Time) []Step {
 				ids++
 			}
 		}
-		steps = append(steps, Step{SQL: rt.st.doneMany.sql(ids), Args: args, Want: int64(ids)})
+		steps = append(steps, Step{SQL: rt.st.doneMany.SQL(ids), Args: args, Want: int64(ids)})
 	}
 	return steps
 }

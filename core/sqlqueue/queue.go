@@ -12,6 +12,7 @@ import (
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // queue is an Endpoint: one queue (a table, or a group of a table) in one claim form.
@@ -106,7 +107,7 @@ type runtime struct {
 	// lapsedProbe looks whether there is one (lease_rescue.go); nil and "" with a custom claim.
 	rescue       Claim
 	lapsedProbe  string
-	lapsedProbeB *binder
+	lapsedProbeB *driver.Binder
 	wake         *wakeEntry
 	stopLn       func()
 	dlRef        TableRef // the dead-letter table, in a table without a group column
@@ -253,7 +254,7 @@ func (q *queue) Open(ctx context.Context, sub core.Subscription) (core.Source, c
 func (rt *runtime) check(ctx context.Context) error {
 	t := rt.s.Table
 	opts := rt.sub.Options
-	if err := checkColumns(ctx, rt.d, rt.db, t, t.Ref()); err != nil {
+	if err := driver.CheckColumns(ctx, rt.d, rt.db, t, t.Ref()); err != nil {
 		return err
 	}
 	if opts.Cap > 0 && rt.s.Attempt == "" {
@@ -268,53 +269,10 @@ func (rt *runtime) check(ctx context.Context) error {
 		if ref == t.Ref() {
 			return fmt.Errorf("sqlqueue: table %s cannot be its own dead-letter table", rt.table)
 		}
-		if err := checkColumns(ctx, rt.d, rt.db, t, ref); err != nil {
+		if err := driver.CheckColumns(ctx, rt.d, rt.db, t, ref); err != nil {
 			return fmt.Errorf("dead-letter table: %w", err)
 		}
 		rt.dlRef = ref
-	}
-	return nil
-}
-
-func checkColumns(ctx context.Context, d Dialect, db DB, t Table, ref TableRef) error {
-	cols, err := d.Columns(ctx, db, ref)
-	if err != nil {
-		return fmt.Errorf("sqlqueue: reading the columns of table %s: %w", ref, err)
-	}
-	if len(cols) == 0 {
-		return &ColumnError{Table: ref.String(), Reason: "no such table"}
-	}
-	have := make(map[string]ColumnInfo, len(cols))
-	for _, c := range cols {
-		have[strings.ToLower(c.Name)] = c
-	}
-	for _, c := range t.withDefaults().columns() {
-		if c.name == "" {
-			continue
-		}
-		info, ok := have[strings.ToLower(c.name)]
-		if !ok {
-			return &ColumnError{Table: ref.String(), Column: c.name, Role: c.role, Reason: "no such column"}
-		}
-		if info.Kind == KindUnknown {
-			continue
-		}
-		kinds := c.kinds
-		if kinds == nil {
-			kinds = timeKinds(d)
-		}
-		fits := false
-		for _, k := range kinds {
-			fits = fits || k == info.Kind
-		}
-		if !fits {
-			want := make([]string, len(kinds))
-			for i, k := range kinds {
-				want[i] = k.String()
-			}
-			return &ColumnError{Table: ref.String(), Column: c.name, Role: c.role,
-				Reason: fmt.Sprintf("type %s is %s; want %s", info.Type, info.Kind, strings.Join(want, " or "))}
-		}
 	}
 	return nil
 }
@@ -334,19 +292,6 @@ func (rt *runtime) stFor(d *delivery) *statements {
 		return &rt.stCounted
 	}
 	return &rt.st
-}
-
-// timeKinds are the kinds a time column (retry_after, locked_until, processed_at, created_at)
-// may have on dialect d: a time type, or the kind of what d.Time stores, since the engine
-// compares the stored values as d.Time's values order (SQLite keeps times as text).
-func timeKinds(d Dialect) []ColumnKind {
-	switch d.Time(time.Unix(0, 0).UTC()).(type) {
-	case string, []byte:
-		return []ColumnKind{KindTime, KindText}
-	case int64, int, int32, uint64:
-		return []ColumnKind{KindTime, KindInteger}
-	}
-	return []ColumnKind{KindTime}
 }
 
 // nextToken makes a subscription's lease tokens strictly increasing, so that two of its claims
@@ -552,6 +497,4 @@ var (
 	_ core.DelayHolder     = (*rowLock)(nil)
 	_ core.DelayHolder     = (*advisory)(nil)
 	_ Transaction          = (*handlerTx)(nil)
-	_ DB                   = (*stdDB)(nil)
-	_ Conn                 = (*stdConn)(nil)
 )

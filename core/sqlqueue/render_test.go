@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // pgLike is a dialect with numbered placeholders, so the tests see that every statement
@@ -69,14 +70,14 @@ func TestLeaseStatements(t *testing.T) {
 	rt := rendered(t, FormLease, StandardTable("jobs"), "g.dead")
 	for name, c := range map[string][2]string{
 		"done":       {rt.st.done, `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
-		"doneMany":   {rt.st.doneMany.sql(3), `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "locked_until" = $2 AND "id" IN ($3, $4, $5)`},
+		"doneMany":   {rt.st.doneMany.SQL(3), `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "locked_until" = $2 AND "id" IN ($3, $4, $5)`},
 		"release":    {rt.st.release, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
 		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
 		"retry":      {rt.st.retry, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
 		"dlGroup":    {rt.st.dlGroup, `UPDATE "jobs" SET "grp" = $1, "retry_after" = NULL, "locked_until" = NULL, "headers" = $2 WHERE "id" = $3 AND "locked_until" = $4`},
 		"extend":     {rt.st.extend, `UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`},
-		"claim":      {rt.claim.(*stmtClaim).sql, `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "locked_until" IS NULL ORDER BY "id" LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
-		"rescue":     {rt.rescue.(*stmtClaim).sql, `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "locked_until" IS NOT NULL AND "locked_until" <= $4 ORDER BY "id" LIMIT $5 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
+		"claim":      {claimSQL(rt.claim), `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "locked_until" IS NULL ORDER BY "id" LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
+		"rescue":     {claimSQL(rt.rescue), `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "locked_until" IS NOT NULL AND "locked_until" <= $4 ORDER BY "id" LIMIT $5 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
 		"unclaim":    {rt.st.unclaim, `UPDATE "jobs" SET "locked_until" = NULL, "attempt" = "attempt" - 1 WHERE "id" = $1 AND "locked_until" = $2`},
 		"hold":       {rt.st.hold, `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
 	} {
@@ -100,7 +101,7 @@ func TestRowLockStatements(t *testing.T) {
 		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" = $2`},
 		"dlCopy":     {rt.st.dlCopy, `INSERT INTO "jobs_dead" ("id", "payload", "attempt", "retry_after", "headers", "created_at") SELECT "id", "payload", "attempt" + 1, NULL, "headers", "created_at" FROM "jobs" WHERE "id" = $1`},
 		"dlDelete":   {rt.st.dlDelete, `DELETE FROM "jobs" WHERE "id" = $1`},
-		"claim":      {rt.claim.(*stmtClaim).sql, `SELECT "id", "payload", "attempt" + 1, "headers", "created_at" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) ORDER BY "id" LIMIT $2 FOR UPDATE SKIP LOCKED`},
+		"claim":      {claimSQL(rt.claim), `SELECT "id", "payload", "attempt" + 1, "headers", "created_at" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) ORDER BY "id" LIMIT $2 FOR UPDATE SKIP LOCKED`},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("%s:\n got %s\nwant %s", name, c[0], c[1])
@@ -123,7 +124,7 @@ func TestAdvisoryStatements(t *testing.T) {
 		}
 	}
 	at := time.Unix(1, 0)
-	args := rt.st.takeB.bindID(ClaimParams{Now: at, Group: "g"}, 7, nil)
+	args := rt.st.takeB.BindID(ClaimParams{Now: at, Group: "g"}, 7, nil)
 	if len(args) != 4 || args[1] != int64(7) || args[2] != "g" {
 		t.Errorf("takeStamp arguments = %v; want now, the id, group, now", args)
 	}
@@ -175,20 +176,6 @@ func TestLastErrorStatements(t *testing.T) {
 		if !strings.Contains(rt.st.dlCopy, `"last_error") SELECT`) {
 			t.Errorf("%v: the dead-letter copy leaves last_error out: %s", f, rt.st.dlCopy)
 		}
-	}
-}
-
-func TestSelectThenUpdateClaim(t *testing.T) {
-	s, err := NewSchema(pgLike{}, StandardTable("jobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := SelectThenUpdateClaim(s, " FOR UPDATE SKIP LOCKED").(*selectUpdateClaim)
-	if want := `SELECT "id", "payload", "attempt" + 1, "headers", "created_at" FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) AND "locked_until" IS NULL ORDER BY "id" LIMIT $3 FOR UPDATE SKIP LOCKED`; c.sel.sql != want {
-		t.Errorf("select:\n got %s\nwant %s", c.sel.sql, want)
-	}
-	if want := `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2, $3)`; c.upd.sql(2) != want {
-		t.Errorf("update:\n got %s\nwant %s", c.upd.sql(2), want)
 	}
 }
 
@@ -265,3 +252,6 @@ func TestTokensIncrease(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// claimSQL is the statement of a claim the engine rendered for a dialect.
+func claimSQL(c Claim) string { return c.(driver.StepClaim).ClaimStep(ClaimParams{}, nil).SQL }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
+	"github.com/settlehq/settle/core/sqlqueue/internal/sqltext"
 )
 
 // rowLock is the row-lock form's source and finisher. A claim selects up to a batch of ready
@@ -23,7 +25,7 @@ type rowLock struct {
 	rt       *runtime
 	group    bool              // the dialect settles a claim's acks and drops with one statement
 	byIDs    GroupedRowLockSQL // the dialect spells that statement (nil: rt.st.doneIDs) …
-	byIDsSQL byCount           // … once per number of ids
+	byIDsSQL sqltext.ByCount   // … once per number of ids
 	byArray  string            // or spells it with the ids as one array (GroupedRowLockArray)
 	claimBuf []Claimed
 	ownLock  bool          // the claim is the engine's own, and locks the rows it takes (settleGrouped)
@@ -71,8 +73,8 @@ type rlBatch struct {
 func newRowLock(rt *runtime) *rowLock {
 	g, ok := rt.d.(GroupedRowLock)
 	r := &rowLock{rt: rt, group: ok && g.GroupRowLockSettlements(), ready: make(chan struct{}, 1)}
-	if sc, ok := rt.claim.(*stmtClaim); ok {
-		r.ownLock = sc.locks
+	if lc, ok := rt.claim.(driver.LockingClaim); ok {
+		r.ownLock = lc.LocksClaimedRows()
 	}
 	if ga, ok := rt.d.(GroupedRowLockArray); ok && r.group {
 		mark := ""
@@ -353,7 +355,7 @@ func (r *rowLock) groupedStatement(ids []int64) (string, []any) {
 		if rt.st.doneMark {
 			args = append(args, rt.d.Time(rt.now()))
 		}
-		return r.byIDsSQL.get(len(ids), func(n int) string {
+		return r.byIDsSQL.Get(len(ids), func(n int) string {
 			return r.byIDs.SettleByIDs(rt.s.QTable, rt.s.ID, rt.s.ProcessedAt, n)
 		}), args
 	case r.byArray != "":
@@ -369,7 +371,7 @@ func (r *rowLock) groupedStatement(ids []int64) (string, []any) {
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	return rt.st.doneIDs.sql(len(ids)), args
+	return rt.st.doneIDs.SQL(len(ids)), args
 }
 
 // commit ends a batch whose rows are all finished and reports every settlement.
@@ -380,7 +382,7 @@ func (r *rowLock) commit(ctx context.Context, b *rlBatch) {
 		ended, err = r.settleGrouped(ctx, b, len(b.untake) == 0)
 	}
 	if err == nil && len(b.untake) > 0 {
-		_, err = b.tx.Exec(ctx, r.rt.st.untakeIDs.sql(len(b.untake)), b.untake...)
+		_, err = b.tx.Exec(ctx, r.rt.st.untakeIDs.SQL(len(b.untake)), b.untake...)
 	}
 	switch {
 	case ended:

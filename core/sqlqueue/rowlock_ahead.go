@@ -1,6 +1,8 @@
 package sqlqueue
 
-import "context"
+import (
+	"context"
+)
 
 // This file is the row-lock form's claiming ahead. Next claims when every row of the open
 // claims has been handed out; with one worker the claim's round trips then come between the

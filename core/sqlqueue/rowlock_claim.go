@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // This file is the row-lock form's claiming. Two things bound what a row that never settles
@@ -123,7 +124,7 @@ func (r *rowLock) count(ctx context.Context, p ClaimParams, lapsed bool) (map[in
 	if lapsed {
 		sel, b = rt.st.lapsedSel, rt.st.lapsedB
 	}
-	rows, err := tx.Query(ctx, sel, b.bind(p, nil)...)
+	rows, err := tx.Query(ctx, sel, b.Bind(p, nil)...)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +155,7 @@ func (r *rowLock) count(ctx context.Context, p ClaimParams, lapsed bool) (map[in
 	if len(ids) == marks {
 		return nil, nil
 	}
-	if _, err := tx.Exec(ctx, rt.st.countUpd.sql(len(ids)-marks), ids...); err != nil {
+	if _, err := tx.Exec(ctx, rt.st.countUpd.SQL(len(ids)-marks), ids...); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -168,15 +169,15 @@ func (r *rowLock) count(ctx context.Context, p ClaimParams, lapsed bool) (map[in
 // with the attempt this claim counted.
 func (r *rowLock) relock(ctx context.Context, tx Queryer, p ClaimParams, counted map[int64]int) ([]Claimed, error) {
 	rt := r.rt
-	args := rt.st.relockB.bind(p, make([]any, 0, len(rt.st.relockB.slots)+len(counted)))
+	args := rt.st.relockB.Bind(p, make([]any, 0, rt.st.relockB.Len()+len(counted)))
 	for id := range counted {
 		args = append(args, id)
 	}
-	rows, err := tx.Query(ctx, rt.st.relock.sql(len(counted)), args...)
+	rows, err := tx.Query(ctx, rt.st.relock.SQL(len(counted)), args...)
 	if err != nil {
 		return nil, err
 	}
-	got, err := scanClaimed(rows, r.claimBuf[:0], ownsBytes(rt.d))
+	got, err := driver.ScanClaimed(rt.d, rows, r.claimBuf[:0], true)
 	if err != nil {
 		return nil, err
 	}

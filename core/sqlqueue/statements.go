@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
+	"github.com/settlehq/settle/core/sqlqueue/internal/sqltext"
 )
 
 // statements are a subscription's finishing statements, rendered once at Open. Their
@@ -15,39 +17,39 @@ import (
 // The values set are, in this order, where the statement has them: the new retry_after (or the
 // dead-letter group), the headers, the last error.
 type statements struct {
-	done       string  // ack and drop: delete, or set processed_at (then now comes first)
-	doneMark   bool    // done sets processed_at
-	doneMany   *inList // lease: done for many ids sharing a token (token first, then ids)
-	doneIDs    *inList // row lock: done for many rows of one claim (now first when marking, then ids)
-	release    string  // lease: clear the lease (abandon)
-	unclaim    string  // lease: clear the lease and take back the attempt of a row never handed out
-	uncharge   string  // lease: take back the attempt a rescue claim counted, in its transaction
-	charge     string  // lease: count the attempt of a rescued row as its handler starts
-	retry      string  // retry: lease cleared, attempt + 1 (row lock), last error; "" when the form writes nothing
-	retryAfter string  // "" when the table has no retry_after column
-	dlGroup    string  // group := dest
-	dlNote     string  // dead-letter table: record headers and last error on the row before it moves
-	dlCopy     string  // copy into the dead-letter table
-	dlDelete   string  // then delete
-	dlMove     string  // or move in one statement (Mover)
-	hold       string  // hold back a row whose settlement failed: lease end or retry_after, last error
-	extend     string  // lease: new token
-	lockIDs    *inList // lease with RowLocking: lock the free rows of many ids, skipping held ones
-	waitIDs    *inList // lease with RowLocking: lock rows, waiting (bounded) for held ones
-	countSel   string  // row lock counting at claim: ready ids and their attempt + 1, locked, skipping held rows
-	countB     *binder // countSel's arguments
-	countUpd   *inList // row lock counting at claim: attempt + 1 (and the mark, where locked_until is) by ids
-	lapsedSel  string  // row lock counting at claim: lapsed ids (marked, not held) and their attempt + 1, locked
-	lapsedB    *binder // lapsedSel's arguments
-	untakeIDs  *inList // row lock: clear the mark and take back the attempt of rows never handed out
-	relock     *inList // row lock counting at claim: the claimed rows again, ready, by ids, locked
-	relockB    *binder // relock's arguments before the ids
-	takeStamp  string  // advisory: attempt + 1 on a ready row
-	takeRead   string  // advisory: read the taken row
-	candidates string  // advisory: ready rows and their keys
-	candB      *binder // advisory: candidates' arguments
-	takeB      *binder // advisory: takeStamp's arguments (slotID: the row's id)
-	untake     string  // advisory: clear the mark and take back the attempt of a row never handed out
+	done       string          // ack and drop: delete, or set processed_at (then now comes first)
+	doneMark   bool            // done sets processed_at
+	doneMany   *sqltext.InList // lease: done for many ids sharing a token (token first, then ids)
+	doneIDs    *sqltext.InList // row lock: done for many rows of one claim (now first when marking, then ids)
+	release    string          // lease: clear the lease (abandon)
+	unclaim    string          // lease: clear the lease and take back the attempt of a row never handed out
+	uncharge   string          // lease: take back the attempt a rescue claim counted, in its transaction
+	charge     string          // lease: count the attempt of a rescued row as its handler starts
+	retry      string          // retry: lease cleared, attempt + 1 (row lock), last error; "" when the form writes nothing
+	retryAfter string          // "" when the table has no retry_after column
+	dlGroup    string          // group := dest
+	dlNote     string          // dead-letter table: record headers and last error on the row before it moves
+	dlCopy     string          // copy into the dead-letter table
+	dlDelete   string          // then delete
+	dlMove     string          // or move in one statement (Mover)
+	hold       string          // hold back a row whose settlement failed: lease end or retry_after, last error
+	extend     string          // lease: new token
+	lockIDs    *sqltext.InList // lease with RowLocking: lock the free rows of many ids, skipping held ones
+	waitIDs    *sqltext.InList // lease with RowLocking: lock rows, waiting (bounded) for held ones
+	countSel   string          // row lock counting at claim: ready ids and their attempt + 1, locked, skipping held rows
+	countB     *driver.Binder  // countSel's arguments
+	countUpd   *sqltext.InList // row lock counting at claim: attempt + 1 (and the mark, where locked_until is) by ids
+	lapsedSel  string          // row lock counting at claim: lapsed ids (marked, not held) and their attempt + 1, locked
+	lapsedB    *driver.Binder  // lapsedSel's arguments
+	untakeIDs  *sqltext.InList // row lock: clear the mark and take back the attempt of rows never handed out
+	relock     *sqltext.InList // row lock counting at claim: the claimed rows again, ready, by ids, locked
+	relockB    *driver.Binder  // relock's arguments before the ids
+	takeStamp  string          // advisory: attempt + 1 on a ready row
+	takeRead   string          // advisory: read the taken row
+	candidates string          // advisory: ready rows and their keys
+	candB      *driver.Binder  // advisory: candidates' arguments
+	takeB      *driver.Binder  // advisory: takeStamp's arguments (slotID: the row's id)
+	untake     string          // advisory: clear the mark and take back the attempt of a row never handed out
 }
 
 func (rt *runtime) render() error {
@@ -70,14 +72,14 @@ func (rt *runtime) render() error {
 		if rt.rescue, err = rt.q.lease.LeaseClaim(&lapsed); err != nil {
 			return fmt.Errorf("sqlqueue: %s lease rescue claim for table %s: %w", d.Name(), rt.table, err)
 		}
-		b := &binder{d: d}
+		b := driver.NewBinder(d)
 		// The look passes over rows another session holds locked (where the dialect can): a
 		// row held past its lease end is no rescue's to take, and must not stop the claims.
 		lock := ""
 		if rt.rowLocks != nil {
 			lock = rt.rowLocks.LockClause(true)
 		}
-		rt.lapsedProbe = "SELECT " + s.ID + " FROM " + s.ClaimFrom() + " WHERE " + lapsed.ready(FormLease, b) + " ORDER BY " + s.order() + " LIMIT 1" + lock
+		rt.lapsedProbe = "SELECT " + s.ID + " FROM " + s.ClaimFrom() + " WHERE " + lapsed.Ready(FormLease, b) + " ORDER BY " + s.Order() + " LIMIT 1" + lock
 		rt.lapsedProbeB = b
 	case f == FormRowLock:
 		c, err := rt.q.rowLock.RowLockClaim(s)
@@ -136,20 +138,20 @@ func (rt *runtime) renderStatements(counted bool) statements {
 		st.doneMark = true
 		st.done = "UPDATE " + s.QTable + " SET " + s.ProcessedAt + " = " + next() + clearLease + fence()
 		if lease {
-			st.doneMany = newInList(d, updateByIDs(d, s.QTable)+" SET "+s.ProcessedAt+" = "+p(1)+", "+s.LockedUntil+
+			st.doneMany = sqltext.NewInList(d.Placeholder, driver.UpdateStart(d, s.QTable)+" SET "+s.ProcessedAt+" = "+p(1)+", "+s.LockedUntil+
 				" = NULL WHERE "+s.LockedUntil+" = "+p(2)+" AND "+s.ID+" IN (", ")", 3)
 		}
 	} else {
 		st.done = "DELETE FROM " + s.QTable + fence()
 		if lease {
-			st.doneMany = newInList(d, deleteByIDs(d, s.QTable)+" WHERE "+s.LockedUntil+" = "+p(1)+" AND "+s.ID+" IN (", ")", 2)
+			st.doneMany = sqltext.NewInList(d.Placeholder, driver.DeleteStart(d, s.QTable)+" WHERE "+s.LockedUntil+" = "+p(1)+" AND "+s.ID+" IN (", ")", 2)
 		}
 	}
 	if f == FormRowLock {
 		if st.doneMark {
-			st.doneIDs = newInList(d, updateByIDs(d, s.QTable)+" SET "+s.ProcessedAt+" = "+p(1)+" WHERE "+s.ID+" IN (", ")", 2)
+			st.doneIDs = sqltext.NewInList(d.Placeholder, driver.UpdateStart(d, s.QTable)+" SET "+s.ProcessedAt+" = "+p(1)+" WHERE "+s.ID+" IN (", ")", 2)
 		} else {
-			st.doneIDs = newInList(d, deleteByIDs(d, s.QTable)+" WHERE "+s.ID+" IN (", ")", 1)
+			st.doneIDs = sqltext.NewInList(d.Placeholder, driver.DeleteStart(d, s.QTable)+" WHERE "+s.ID+" IN (", ")", 1)
 		}
 	}
 	if lease {
@@ -167,8 +169,8 @@ func (rt *runtime) renderStatements(counted bool) statements {
 		st.extend = "UPDATE " + s.QTable + " SET " + s.LockedUntil + " = " + next() + fence()
 		if rl := rt.rowLocks; rl != nil {
 			sel := "SELECT " + s.ID + " FROM " + s.QTable + " WHERE " + s.ID + " IN ("
-			st.lockIDs = newInList(d, sel, ")"+rl.LockClause(true), 1)
-			st.waitIDs = newInList(d, sel, ")"+rl.LockClause(false), 1)
+			st.lockIDs = sqltext.NewInList(d.Placeholder, sel, ")"+rl.LockClause(true), 1)
+			st.waitIDs = sqltext.NewInList(d.Placeholder, sel, ")"+rl.LockClause(false), 1)
 		}
 	}
 	// A retry's statement: every SET is ", x = …"; the first comma goes.
@@ -206,15 +208,15 @@ func (rt *runtime) renderStatements(counted bool) statements {
 		if set := noteHeaders() + noteErr(); set != "" {
 			st.dlNote = "UPDATE " + s.QTable + " SET " + set[2:] + fence()
 		}
-		to := quoteRef(d, rt.dlRef)
+		to := driver.QuoteRef(d, rt.dlRef)
 		var cols, exprs []string
-		for _, c := range s.Table.columns() {
-			if c.name == "" {
+		for _, c := range s.Table.ColumnList() {
+			if c.Name == "" {
 				continue
 			}
-			q := d.Quote(c.name)
+			q := d.Quote(c.Name)
 			e := q
-			switch c.role {
+			switch c.Role {
 			case "locked_until", "retry_after", "processed_at":
 				e = "NULL"
 			case "attempt":
@@ -238,28 +240,28 @@ func (rt *runtime) renderStatements(counted bool) statements {
 	}
 	if rt.count != countNever {
 		lock := rt.rowLocks.LockClause(true)
-		b := &binder{d: d}
-		st.countSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.ClaimFrom() + " WHERE " + s.ready(FormRowLock, b) +
-			" ORDER BY " + s.order() + " LIMIT " + b.ph(slotLimit) + lock
+		b := driver.NewBinder(d)
+		st.countSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.ClaimFrom() + " WHERE " + s.Ready(FormRowLock, b) +
+			" ORDER BY " + s.Order() + " LIMIT " + b.Next(driver.ArgLimit) + lock
 		st.countB = b
 		// relock takes the rows count just counted (and marked): not by their mark.
 		unmarked := *s
 		unmarked.LockedUntil = ""
 		if s.LockedUntil != "" {
-			st.countUpd = newInList(d, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" + 1, "+s.LockedUntil+" = "+p(1)+" WHERE "+s.ID+" IN (", ")", 2)
+			st.countUpd = sqltext.NewInList(d.Placeholder, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" + 1, "+s.LockedUntil+" = "+p(1)+" WHERE "+s.ID+" IN (", ")", 2)
 			lapsed := *s
 			lapsed.Lapsed = true
-			lb := &binder{d: d}
-			st.lapsedSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.ClaimFrom() + " WHERE " + lapsed.ready(FormRowLock, lb) +
-				" ORDER BY " + s.order() + " LIMIT " + lb.ph(slotLimit) + lock
+			lb := driver.NewBinder(d)
+			st.lapsedSel = "SELECT " + s.ID + ", " + s.Attempt + " + 1 FROM " + s.ClaimFrom() + " WHERE " + lapsed.Ready(FormRowLock, lb) +
+				" ORDER BY " + s.Order() + " LIMIT " + lb.Next(driver.ArgLimit) + lock
 			st.lapsedB = lb
-			st.untakeIDs = newInList(d, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" - 1, "+s.LockedUntil+" = NULL WHERE "+s.ID+" IN (", ")", 1)
+			st.untakeIDs = sqltext.NewInList(d.Placeholder, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" - 1, "+s.LockedUntil+" = NULL WHERE "+s.ID+" IN (", ")", 1)
 		} else {
-			st.countUpd = newInList(d, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" + 1 WHERE "+s.ID+" IN (", ")", 1)
+			st.countUpd = sqltext.NewInList(d.Placeholder, "UPDATE "+s.QTable+" SET "+s.Attempt+" = "+s.Attempt+" + 1 WHERE "+s.ID+" IN (", ")", 1)
 		}
-		rb := &binder{d: d}
-		st.relock = newInList(d, "SELECT "+s.returned(s.Attempt)+" FROM "+s.ClaimFrom()+" WHERE "+unmarked.ready(FormRowLock, rb)+
-			" AND "+s.ID+" IN (", ") ORDER BY "+s.ID+lock, len(rb.slots)+1)
+		rb := driver.NewBinder(d)
+		st.relock = sqltext.NewInList(d.Placeholder, "SELECT "+s.Returned(s.Attempt)+" FROM "+s.ClaimFrom()+" WHERE "+unmarked.Ready(FormRowLock, rb)+
+			" AND "+s.ID+" IN (", ") ORDER BY "+s.ID+lock, rb.Len()+1)
 		st.relockB = rb
 	}
 	if f == FormAdvisory {
@@ -268,8 +270,8 @@ func (rt *runtime) renderStatements(counted bool) statements {
 		if rt.cfg.advisoryKey != "" {
 			key = "(" + rt.cfg.advisoryKey + ")"
 		}
-		b := &binder{d: d}
-		where := s.ready(FormAdvisory, b)
+		b := driver.NewBinder(d)
+		where := s.Ready(FormAdvisory, b)
 		if af, ok := ad.(AdvisoryFilter); ok {
 			where += " AND " + af.KeyFree(rt.keyPrefix(), ad.KeyText(key))
 		}
@@ -278,20 +280,20 @@ func (rt *runtime) renderStatements(counted bool) statements {
 			taken = "CASE WHEN " + s.LockedUntil + " IS NULL THEN 0 ELSE 1 END"
 		}
 		st.candidates = "SELECT " + s.ID + ", " + ad.KeyText(key) + ", " + taken + " FROM " + s.QTable + " WHERE " + where +
-			" ORDER BY " + s.order() + " LIMIT " + b.ph(slotLimit)
+			" ORDER BY " + s.Order() + " LIMIT " + b.Next(driver.ArgLimit)
 		st.candB = b
-		tb := &binder{d: d}
+		tb := driver.NewBinder(d)
 		var set []string
 		if s.Attempt != "" {
 			set = append(set, s.Attempt+" = "+s.Attempt+" + 1")
 		}
 		if s.LockedUntil != "" {
-			set = append(set, s.LockedUntil+" = "+tb.ph(slotNow)) // the mark of a taken row
+			set = append(set, s.LockedUntil+" = "+tb.Next(driver.ArgNow)) // the mark of a taken row
 		}
 		if len(set) == 0 {
 			set = append(set, s.ID+" = "+s.ID)
 		}
-		st.takeStamp = "UPDATE " + s.QTable + " SET " + strings.Join(set, ", ") + " WHERE " + s.ID + " = " + tb.ph(slotID) + " AND " + s.ready(FormAdvisory, tb)
+		st.takeStamp = "UPDATE " + s.QTable + " SET " + strings.Join(set, ", ") + " WHERE " + s.ID + " = " + tb.Next(driver.ArgID) + " AND " + s.Ready(FormAdvisory, tb)
 		st.takeB = tb
 		if s.LockedUntil != "" {
 			set := s.LockedUntil + " = NULL"
@@ -308,7 +310,7 @@ func (rt *runtime) renderStatements(counted bool) statements {
 		if h == "" {
 			h = "NULL"
 		}
-		st.takeRead = "SELECT " + s.Payload + ", " + att + ", " + h + ", " + s.orNull(s.CreatedAt) + " FROM " + s.QTable + " WHERE " + s.ID + " = " + p(1)
+		st.takeRead = "SELECT " + s.Payload + ", " + att + ", " + h + ", " + orNull(s.CreatedAt) + " FROM " + s.QTable + " WHERE " + s.ID + " = " + p(1)
 	}
 	return st
 }
@@ -536,7 +538,7 @@ func (rt *runtime) customClaim(ctx context.Context, tx Queryer, p ClaimParams, d
 	if err != nil {
 		return dst, fmt.Errorf("sqlqueue: custom claim event: %w", last.wrap(err))
 	}
-	dst, err = scanRows(rows, dst, false, ownsBytes(rt.d)) // a custom claim returns no created_at
+	dst, err = driver.ScanClaimed(rt.d, rows, dst, false) // a custom claim returns no created_at
 	if err != nil {
 		err = last.wrap(err)
 	}
@@ -549,4 +551,12 @@ func (rt *runtime) doClaim(ctx context.Context, tx Queryer, p ClaimParams, dst [
 		return rt.customClaim(ctx, tx, p, dst)
 	}
 	return rt.claim.Claim(ctx, tx, p, dst)
+}
+
+// orNull is col, or NULL for a column the table does not have.
+func orNull(col string) string {
+	if col == "" {
+		return "NULL"
+	}
+	return col
 }

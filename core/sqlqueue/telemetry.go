@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue/internal/sqltime"
 )
 
 // This file is what the queue tables tell telemetry: when a message was published (created_at)
@@ -19,7 +20,7 @@ func (t *timeScanner) Scan(src any) error {
 		*t = timeScanner{}
 		return nil
 	}
-	v, err := scanTime(src)
+	v, err := sqltime.Parse(src)
 	if err != nil {
 		return err
 	}
@@ -30,7 +31,7 @@ func (t *timeScanner) Scan(src any) error {
 // SetTime stores v in UTC, as Scan does (TimeDest).
 func (t *timeScanner) SetTime(v time.Time) { *t = timeScanner(v.UTC()) }
 
-var _ TimeDest = (*timeScanner)(nil)
+var _ TimeDest = (*sqltime.Scanner)(nil)
 
 // EnqueuedAt is the row's created_at (core.Enqueued): a retried row keeps it. A table without
 // the column reports false.

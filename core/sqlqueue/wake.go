@@ -1,6 +1,8 @@
 package sqlqueue
 
-import "sync"
+import (
+	"sync"
+)
 
 // wakes is the process's registry of claimants waiting for rows: a Publisher wakes the
 // claimants of its queue at once instead of letting them wait for their poll interval.

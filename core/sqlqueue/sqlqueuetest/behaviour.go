@@ -12,6 +12,7 @@ import (
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/coretest"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // RunBehaviour runs publishing cases, then, in every form: an abandoned delivery is released, a delayed row waits
@@ -185,7 +186,7 @@ func concurrent(t *testing.T, f *Fixture, which sqlqueue.Form) {
 		return nil
 	}
 	workers := 4
-	if which == sqlqueue.FormRowLock && sqlqueue.IsSingleWriter(f.Dialect) {
+	if which == sqlqueue.FormRowLock && driver.IsSingleWriter(f.Dialect) {
 		workers = 1 // a row-lock claim holds the database's only write transaction until it settles
 	}
 	for range 2 {
@@ -293,20 +294,20 @@ func keysSerialise(t *testing.T, f *Fixture, which sqlqueue.Form) {
 // that holds a key releases it. A server may end a closed session's locks a moment after the
 // client closes it, so the last check asks again until the key is free or the wait times out.
 func keyContract(t *testing.T, f *Fixture) {
-	ad, ok := f.Dialect.(sqlqueue.AdvisoryDialect)
+	ad, ok := f.Dialect.(driver.AdvisoryDialect)
 	if !ok {
-		t.Skipf("the fixture's Dialect (%T) is not a sqlqueue.AdvisoryDialect", f.Dialect)
+		t.Skipf("the fixture's Dialect (%T) is not a driver.AdvisoryDialect", f.Dialect)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*coretest.WaitTimeout)
 	defer cancel()
-	conn := func() sqlqueue.Conn {
+	conn := func() driver.Conn {
 		c, err := f.DB.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	try := func(c sqlqueue.Conn, who string, key string, want bool) {
+	try := func(c driver.Conn, who string, key string, want bool) {
 		t.Helper()
 		got, err := ad.TryLock(ctx, c, key)
 		if err != nil || got != want {
@@ -469,7 +470,7 @@ func txWorkers(t *testing.T, f *Fixture, which sqlqueue.Form) {
 		e.publish(p, Refund{Amount: i})
 	}
 	workers := 3
-	if which == sqlqueue.FormRowLock && sqlqueue.IsSingleWriter(f.Dialect) {
+	if which == sqlqueue.FormRowLock && driver.IsSingleWriter(f.Dialect) {
 		workers = 1 // a row-lock claim holds the database's only write transaction until it settles
 	}
 	a := e.app(nil)

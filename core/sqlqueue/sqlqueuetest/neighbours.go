@@ -11,6 +11,7 @@ import (
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // crashNeighbours: a poison row claimed with five neighbours (one worker: they are never handed
@@ -234,7 +235,7 @@ func rescuedUncounted(t *testing.T, f *Fixture) {
 		t.Fatalf("first process: attempt %d; want 1", at)
 	}
 	fz := &freezing{DB: f.DB, mark: " IS NOT NULL", frozen: make(chan struct{}), dead: dead}
-	ep, err := sqlqueue.NewLease(f.Dialect.(sqlqueue.LeaseDialect), fz, tb, "q")
+	ep, err := sqlqueue.NewLease(f.Dialect.(driver.LeaseDialect), fz, tb, "q")
 	if err != nil {
 		t.Fatalf("NewLease: %v", err)
 	}
@@ -308,7 +309,7 @@ func (z *freezing) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	return &freezingTx{Transaction: tx, z: z}, nil
 }
 
-func (z *freezing) Conn(ctx context.Context) (sqlqueue.Conn, error) {
+func (z *freezing) Conn(ctx context.Context) (driver.Conn, error) {
 	if err := z.wait(); err != nil {
 		return nil, err
 	}
@@ -348,13 +349,13 @@ func RunCrash(t *testing.T, open Open) {
 		t.Run("lease/neighbours", func(t *testing.T) { t.Parallel(); crashNeighbours(t, open(t)) })
 		t.Run("lease/given_back", func(t *testing.T) { t.Parallel(); givenBackUncounted(t, open(t)) })
 		t.Run("lease/given_back_ahead", func(t *testing.T) { t.Parallel(); givenBackAhead(t, open(t)) })
-		if _, ok := f.Dialect.(sqlqueue.LeaseDialect); ok {
+		if _, ok := f.Dialect.(driver.LeaseDialect); ok {
 			t.Run("lease/rescued_uncounted", func(t *testing.T) { t.Parallel(); rescuedUncounted(t, open(t)) })
 		}
 	}
 	// (A single-writer database holds one row-lock claim at a time: nothing is claimed beside a
 	// crash there.)
-	if f.RowLock != nil && !sqlqueue.IsSingleWriter(f.Dialect) {
+	if f.RowLock != nil && !driver.IsSingleWriter(f.Dialect) {
 		t.Run("rowlock/neighbours", func(t *testing.T) { t.Parallel(); crashNeighboursRowLock(t, open(t)) })
 		t.Run("rowlock/given_back_ahead", func(t *testing.T) { t.Parallel(); givenBackAheadRowLock(t, open(t)) })
 	}

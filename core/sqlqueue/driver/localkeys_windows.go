@@ -1,6 +1,6 @@
 //go:build windows
 
-package sqlqueue
+package driver
 
 import (
 	"errors"

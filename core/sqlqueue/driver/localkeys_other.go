@@ -1,6 +1,6 @@
 //go:build !unix && !windows
 
-package sqlqueue
+package driver
 
 import (
 	"fmt"

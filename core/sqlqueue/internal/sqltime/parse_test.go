@@ -1,4 +1,4 @@
-package sqlqueue
+package sqltime
 
 import (
 	"math/rand/v2"
@@ -6,21 +6,21 @@ import (
 	"time"
 )
 
-// parseUTC agrees with time.Parse(time.RFC3339Nano, s).UTC() on every text it accepts, and
+// ParseUTC agrees with time.Parse(time.RFC3339Nano, s).UTC() on every text it accepts, and
 // accepts what the SQLite dialect writes.
 func TestParseUTCAgreesWithTimeParse(t *testing.T) {
 	check := func(s string) {
 		t.Helper()
-		got, ok := parseUTC(s)
+		got, ok := ParseUTC(s)
 		if !ok {
 			return
 		}
 		want, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			t.Fatalf("parseUTC(%q) accepted what time.Parse refuses: %v", s, err)
+			t.Fatalf("ParseUTC(%q) accepted what time.Parse refuses: %v", s, err)
 		}
 		if want = want.UTC(); got != want {
-			t.Fatalf("parseUTC(%q) = %v, time.Parse: %v", s, got, want)
+			t.Fatalf("ParseUTC(%q) = %v, time.Parse: %v", s, got, want)
 		}
 	}
 	for _, s := range []string{
@@ -36,8 +36,8 @@ func TestParseUTCAgreesWithTimeParse(t *testing.T) {
 		check(s)
 	}
 	for _, s := range []string{"2026-12-01T16:57:00.123456Z", "0000-01-01T00:00:00Z", "1969-12-31T23:59:59.5Z"} {
-		if _, ok := parseUTC(s); !ok {
-			t.Fatalf("parseUTC(%q) refused", s)
+		if _, ok := ParseUTC(s); !ok {
+			t.Fatalf("ParseUTC(%q) refused", s)
 		}
 	}
 	r := rand.New(rand.NewPCG(1, 2))
@@ -45,8 +45,8 @@ func TestParseUTCAgreesWithTimeParse(t *testing.T) {
 		tm := time.Unix(r.Int64N(253402300800+62135596800)-62135596800, r.Int64N(1e9)).UTC()
 		for _, layout := range []string{"2006-01-02T15:04:05.000000Z", time.RFC3339Nano, "2006-01-02T15:04:05Z", "2006-01-02T15:04:05.000Z"} {
 			s := tm.Format(layout)
-			if _, ok := parseUTC(s); !ok {
-				t.Fatalf("parseUTC(%q) refused", s)
+			if _, ok := ParseUTC(s); !ok {
+				t.Fatalf("ParseUTC(%q) refused", s)
 			}
 			check(s)
 		}
@@ -60,13 +60,13 @@ func FuzzParseUTC(f *testing.F) {
 	f.Add("2026-12-01T16:57:00.123456Z")
 	f.Add("2024-02-29T23:59:59Z")
 	f.Fuzz(func(t *testing.T, s string) {
-		got, ok := parseUTC(s)
+		got, ok := ParseUTC(s)
 		if !ok {
 			return
 		}
 		want, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil || got != want.UTC() {
-			t.Fatalf("parseUTC(%q) = %v; time.Parse: %v, %v", s, got, want, err)
+			t.Fatalf("ParseUTC(%q) = %v; time.Parse: %v, %v", s, got, want, err)
 		}
 	})
 }
@@ -74,7 +74,7 @@ func FuzzParseUTC(f *testing.F) {
 func BenchmarkScanTime(b *testing.B) {
 	s := any("2026-12-01T16:57:00.123456Z")
 	for b.Loop() {
-		if _, err := scanTime(s); err != nil {
+		if _, err := Parse(s); err != nil {
 			b.Fatal(err)
 		}
 	}

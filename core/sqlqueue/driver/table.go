@@ -1,4 +1,4 @@
-package sqlqueue
+package driver
 
 import (
 	"fmt"
@@ -95,16 +95,19 @@ func (t Table) withDefaults() Table {
 	return t
 }
 
-// column is one named column of a Table, for iteration.
-type column struct {
-	role  string // the field's default name, used in messages
-	name  string
-	kinds []ColumnKind // nil: a time column, whose kinds depend on the dialect (timeKinds)
+// Column is one column of a Table's description: its role (the field's default name, "id",
+// "locked_until", …, used in messages), its name ("" when the table leaves it out), and the
+// kinds of column type that can hold what the engine writes into it.
+type Column struct {
+	Role  string
+	Name  string
+	Kinds []ColumnKind // nil: a time column, whose kinds depend on the dialect (TimeKinds)
 }
 
-func (t Table) columns() []column {
+// ColumnList returns every column of t's description, in the order of Columns.
+func (t Table) ColumnList() []Column {
 	c := t.Columns
-	return []column{
+	return []Column{
 		{"id", c.ID, []ColumnKind{KindInteger}},
 		{"payload", c.Payload, []ColumnKind{KindBytes, KindText, KindJSON}},
 		{"grp", c.Group, []ColumnKind{KindText}},
@@ -146,17 +149,17 @@ func (t Table) Validate() error {
 		return fmt.Errorf("sqlqueue: invalid table name %q (letters, digits, _ and $, starting with a letter or _)", t.Name)
 	}
 	seen := map[string]string{}
-	for _, c := range t.columns() {
-		if c.name == "" {
+	for _, c := range t.ColumnList() {
+		if c.Name == "" {
 			continue
 		}
-		if !ValidIdent(c.name) {
-			return fmt.Errorf("sqlqueue: table %s: invalid name %q for the %s column", t.Ref(), c.name, c.role)
+		if !ValidIdent(c.Name) {
+			return fmt.Errorf("sqlqueue: table %s: invalid name %q for the %s column", t.Ref(), c.Name, c.Role)
 		}
-		if other, ok := seen[strings.ToLower(c.name)]; ok {
-			return fmt.Errorf("sqlqueue: table %s: column %q is named for both %s and %s", t.Ref(), c.name, other, c.role)
+		if other, ok := seen[strings.ToLower(c.Name)]; ok {
+			return fmt.Errorf("sqlqueue: table %s: column %q is named for both %s and %s", t.Ref(), c.Name, other, c.Role)
 		}
-		seen[strings.ToLower(c.name)] = c.role
+		seen[strings.ToLower(c.Name)] = c.Role
 	}
 	return nil
 }
@@ -171,11 +174,11 @@ func checkLengths(d Dialect, t Table) error {
 	if err := CheckIdentifier(d, "table name", t.Name); err != nil {
 		return err
 	}
-	for _, c := range t.columns() {
-		if c.name == "" {
+	for _, c := range t.ColumnList() {
+		if c.Name == "" {
 			continue
 		}
-		if err := CheckIdentifier(d, "name of the "+c.role+" column", c.name); err != nil {
+		if err := CheckIdentifier(d, "name of the "+c.Role+" column", c.Name); err != nil {
 			return fmt.Errorf("%w (table %s)", err, t.Ref())
 		}
 	}
@@ -199,94 +202,20 @@ func ParseTableRef(s string) (TableRef, error) {
 	return r, nil
 }
 
-// Schema is a validated Table spelled by a dialect: quoted names ready to splice into
-// statements. The engine builds one per subscription; dialects receive it to render their
-// claims. Quoted column fields are "" for absent columns.
-type Schema struct {
-	// Dialect spells the statements.
-	Dialect Dialect
-	// Table is the validated description.
-	Table Table
-	// QTable is the quoted, possibly schema-qualified table name.
-	QTable string
-	// Quoted column names; "" when the column is absent.
-	ID, Payload, Group, Attempt, RetryAfter, LockedUntil, ProcessedAt, Headers, CreatedAt, LastError string
-	// ClaimHint follows QTable in the claims' locking SELECTs (" FORCE INDEX (…)"): the engine
-	// sets it from a ClaimIndex dialect when a subscription starts, so that every claim of the
-	// table reaches its rows through one index. "" for other dialects.
-	ClaimHint string
-	// GroupOrder is set by the engine, when a subscription starts, for a GroupOrder dialect
-	// whose table has an index on (group, id): the statements that look for ready rows then
-	// compare the group as a range of one value and order by group, id (see GroupOrder). A
-	// LeaseClaim or RowLockClaim rendered with the engine's claim helpers follows it; a dialect
-	// that spells its own claim may ignore it.
-	GroupOrder bool
-	// Lapsed is set on the schema of a rescue claim: a ready row is then one whose claim
-	// lapsed without a settlement (lease form: locked_until set and past; row lock: the mark a
-	// counted claim set), where otherwise it is one no claim holds or marks (locked_until
-	// NULL). A LeaseClaim that renders its condition with the engine's claim helpers
-	// (UpdateReturningClaim, SelectThenUpdateClaim) follows it; a dialect that spells its own
-	// must too (it is called once with Lapsed, for the rescue).
-	Lapsed bool
+// TableRef names a table: an optional schema and a name.
+type TableRef struct {
+	Schema, Name string
 }
 
-// ClaimFrom is the table as the claims' locking SELECTs name it: QTable and ClaimHint. A
-// dialect that spells its own claim puts it after FROM.
-func (s *Schema) ClaimFrom() string { return s.QTable + s.ClaimHint }
-
-// NewSchema validates t and quotes its names with d.
-func NewSchema(d Dialect, t Table) (*Schema, error) {
-	if err := t.Validate(); err != nil {
-		return nil, err
+func (t TableRef) String() string {
+	if t.Schema != "" {
+		return t.Schema + "." + t.Name
 	}
-	t = t.withDefaults()
-	if err := checkLengths(d, t); err != nil {
-		return nil, err
-	}
-	q := func(s string) string {
-		if s == "" {
-			return ""
-		}
-		return d.Quote(s)
-	}
-	c := t.Columns
-	return &Schema{
-		Dialect: d, Table: t, QTable: quoteRef(d, t.Ref()),
-		ID: q(c.ID), Payload: q(c.Payload), Group: q(c.Group), Attempt: q(c.Attempt),
-		RetryAfter: q(c.RetryAfter), LockedUntil: q(c.LockedUntil), ProcessedAt: q(c.ProcessedAt),
-		Headers: q(c.Headers), CreatedAt: q(c.CreatedAt), LastError: q(c.LastError),
-	}, nil
+	return t.Name
 }
 
-// ColumnTypes are one dialect's SQL types (with constraints and defaults) for the columns of a
-// queue table, for its CREATE TABLE. LastError is a text type (PostgreSQL TEXT, MySQL TEXT,
-// SQLite TEXT); a dialect that leaves it "" gets TEXT.
-type ColumnTypes struct {
-	ID, Payload, Group, Attempt, RetryAfter, LockedUntil, ProcessedAt, Headers, CreatedAt, LastError string
-}
-
-// ColumnDefs returns "<quoted column> <type>" for every column the table has, in the order of
-// Columns: the column list of a dialect's CREATE TABLE.
-func (s *Schema) ColumnDefs(t ColumnTypes) []string {
-	if t.LastError == "" {
-		t.LastError = "TEXT"
-	}
-	var defs []string
-	for _, c := range [][2]string{
-		{s.ID, t.ID}, {s.Payload, t.Payload}, {s.Group, t.Group}, {s.Attempt, t.Attempt},
-		{s.RetryAfter, t.RetryAfter}, {s.LockedUntil, t.LockedUntil}, {s.ProcessedAt, t.ProcessedAt},
-		{s.Headers, t.Headers}, {s.CreatedAt, t.CreatedAt}, {s.LastError, t.LastError},
-	} {
-		if c[0] != "" {
-			defs = append(defs, c[0]+" "+c[1])
-		}
-	}
-	return defs
-}
-
-func quoteRef(d Dialect, r TableRef) string {
-	if r.Schema != "" {
-		return d.Quote(r.Schema) + "." + d.Quote(r.Name)
-	}
-	return d.Quote(r.Name)
+// QueueRef names a queue: a table and, in a table with a group column, a group.
+type QueueRef struct {
+	Table TableRef
+	Group string
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package sqlqueue
+package driver
 
 import (
 	"errors"

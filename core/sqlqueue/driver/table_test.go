@@ -1,4 +1,4 @@
-package sqlqueue
+package driver
 
 import (
 	"context"
@@ -74,7 +74,7 @@ func TestTimeColumnKinds(t *testing.T) {
 			{Name: "id", Type: "bigint", Kind: KindInteger}, {Name: "payload", Type: "bytea", Kind: KindBytes},
 			{Name: "locked_until", Type: "sometype", Kind: c.kind},
 		}}
-		err := checkColumns(context.Background(), d, nil, tb, tb.Ref())
+		err := CheckColumns(context.Background(), d, nil, tb, tb.Ref())
 		if c.ok != (err == nil) {
 			t.Errorf("%s: err = %v; want ok = %v", c.name, err, c.ok)
 			continue

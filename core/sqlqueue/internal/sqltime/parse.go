@@ -1,12 +1,12 @@
-package sqlqueue
+package sqltime
 
 import "time"
 
-// parseUTC reads, without time.Parse's generality, the layout of a dialect that keeps times as
+// ParseUTC reads, without time.Parse's generality, the layout of a dialect that keeps times as
 // text (SQLite's 2006-01-02T15:04:05.000000Z: UTC, a fraction of 1 to 9 digits or none): claims
 // read one per row. ok is false for any other text, which scanTime reads with time.Parse; for
 // text it accepts, the result is time.Parse(time.RFC3339Nano, s).UTC()'s.
-func parseUTC(s string) (time.Time, bool) {
+func ParseUTC(s string) (time.Time, bool) {
 	if len(s) < 20 || len(s) > 30 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' || s[len(s)-1] != 'Z' {
 		return time.Time{}, false
 	}
