@@ -11,6 +11,7 @@ import (
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/ops"
 	"github.com/settlehq/settle/core/sqlqueue/driver"
+	"github.com/settlehq/settle/core/sqlqueue/internal/engine"
 	"github.com/settlehq/settle/core/sqlqueue/internal/sqltext"
 	"github.com/settlehq/settle/core/sqlqueue/internal/sqltime"
 )
@@ -42,7 +43,7 @@ import (
 type Ops struct {
 	d       Dialect
 	db      DB
-	s       *Schema
+	s       *driver.Schema
 	group   string
 	dead    string   // dead-letter group, or the dead-letter table's name
 	deadRef TableRef // dead-letter table (tables without a group column)
@@ -86,11 +87,11 @@ func OpsClock(c clock.Clock) OpsOption {
 // checks the tables against the catalogue: a missing table or column gives an error matching
 // ops.ErrTargetNotFound.
 func NewOps(ctx context.Context, d Dialect, db DB, t Table, group, dead string, opts ...OpsOption) (*Ops, error) {
-	q, err := newQueue(0, d, db, t, group)
+	q, err := engine.NewQueue("publisher", d, db, t, group)
 	if err != nil {
 		return nil, err
 	}
-	o := &Ops{d: d, db: db, s: q.schema, group: group, dead: dead, clock: clock.Real(), name: q.name}
+	o := &Ops{d: d, db: db, s: q.Schema, group: group, dead: dead, clock: clock.Real(), name: q.Name}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, errors.New("sqlqueue.NewOps: nil option")
@@ -100,12 +101,12 @@ func NewOps(ctx context.Context, d Dialect, db DB, t Table, group, dead string, 
 		}
 	}
 	ref := t.Ref()
-	if err := driver.CheckColumns(ctx, d, db, q.schema.Table, ref); err != nil {
+	if err := driver.CheckColumns(ctx, d, db, q.Schema.Table, ref); err != nil {
 		return nil, targetErr(err)
 	}
 	switch {
 	case dead == "":
-	case q.schema.Group != "":
+	case q.Schema.Group != "":
 		if dead == group {
 			return nil, fmt.Errorf("sqlqueue: queue %q on table %s cannot be its own dead letter", group, ref)
 		}
@@ -118,7 +119,7 @@ func NewOps(ctx context.Context, d Dialect, db DB, t Table, group, dead string, 
 		if dr == ref {
 			return nil, fmt.Errorf("sqlqueue: table %s cannot be its own dead-letter table", ref)
 		}
-		if err := driver.CheckColumns(ctx, d, db, q.schema.Table, dr); err != nil {
+		if err := driver.CheckColumns(ctx, d, db, q.Schema.Table, dr); err != nil {
 			return nil, targetErr(fmt.Errorf("dead-letter table: %w", err))
 		}
 		o.deadRef, o.deadName = dr, "table "+dr.String()
