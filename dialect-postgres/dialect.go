@@ -13,6 +13,10 @@ import (
 	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
+// defaultKeyFunc turns an advisory key's text into the bigint key pg_try_advisory_lock takes
+// (AdvisoryKeyFunc changes it).
+const defaultKeyFunc = "hashtextextended(%s, 0)"
+
 // maxIdent is PostgreSQL's identifier limit (NAMEDATALEN - 1): a longer name would be
 // truncated silently by the server, so the dialect refuses it instead (MaxIdentifier).
 const maxIdent = 63

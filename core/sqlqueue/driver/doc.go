@@ -8,7 +8,8 @@
 //   - implements Dialect, plus LeaseDialect, RowLockDialect and/or AdvisoryDialect for the claim
 //     forms it supports (a form it lacks has no constructor, so it cannot be mounted),
 //   - offers endpoint constructors that call sqlqueue.NewLease, NewRowLock or NewAdvisory,
-//   - runs sqlqueuetest.Run from its own tests.
+//   - runs sqlqueuetest.Run from its own tests, and keeps the SQL the engine renders for it in
+//     golden files (sqlqueuetest.Golden: go test -run TestGolden -update rewrites them).
 //
 // The table a queue lives in is described by Table (sqlqueue.Table is the same type) and spelled
 // for a dialect by Schema; a dialect renders its claims from a Schema with the engine's helpers

@@ -1,0 +1,13 @@
+package sqlitepure
+
+import (
+	"testing"
+
+	"github.com/settlehq/settle/core/sqlqueue/sqlqueuetest"
+)
+
+// TestGolden: the SQL the engine renders for SQLite, the lease and advisory forms over every
+// table shape, is the one in testdata/golden (go test -run TestGolden -update rewrites it).
+func TestGolden(t *testing.T) {
+	sqlqueuetest.Golden(t, "testdata/golden", &dialect{}, sqlqueuetest.Catalogue{Schema: "main"})
+}
