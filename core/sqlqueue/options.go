@@ -67,7 +67,8 @@ func Transactional() core.Option {
 }
 
 // LeaseFor sets the lease-form lease (default 30 s). The engine extends it at half its length
-// while the handler works; d must be positive.
+// while the handler works; d must be positive. The row-lock and advisory forms refuse it when
+// the subscription starts (they hold no lease).
 func LeaseFor(d time.Duration) core.Option {
 	return option(engine.OptLeaseFor, "sqlqueue.LeaseFor", func(c *engine.Config) error {
 		if d <= 0 {
@@ -134,7 +135,7 @@ func PollInterval(d time.Duration) core.Option {
 // (bench/README.md); with PerMessage (a claim per row) it doubles the commits. A row that
 // another claimant takes between the two transactions is left to it and counted again there:
 // an attempt spent without a handler run, never two handlers at once. The lease and advisory
-// forms always count at claim. Counting at claim needs a dialect that can lock rows by id
+// forms always count at claim, and refuse the option. Counting at claim needs a dialect that can lock rows by id
 // (RowLocking: PostgreSQL, MySQL, MariaDB), and does not apply to a custom claim event, whose
 // SQL counts as it likes.
 func CountAtClaim(on bool) core.Option {
@@ -151,7 +152,8 @@ func CountAtClaim(on bool) core.Option {
 // settlements: the lease form then commits once per message and the row-lock form claims one
 // row per transaction. It costs throughput (one commit per message caps a queue at a few
 // thousand messages a second) and buys the shortest time between a handler's return and its
-// durable settlement.
+// durable settlement. The advisory form, which settles every delivery on its own anyway,
+// refuses it.
 func PerMessage() core.Option {
 	return option(engine.OptPerMessage, "sqlqueue.PerMessage()", func(c *engine.Config) error { c.PerMessage = true; return nil })
 }
@@ -160,7 +162,9 @@ func PerMessage() core.Option {
 // deliveries, and a finished delivery waits at most linger (on the App's clock) for others to
 // share its flush. A flush also starts at once when every claimed delivery of the subscription
 // has finished and no claim is coming to settle them in its own transaction (the claimant waits
-// for rows, or the subscription is stopping). Defaults: 500 and 20 ms.
+// for rows, or the subscription is stopping). Defaults: 500 and 20 ms. The row-lock form reads
+// max only (a claim's grouped settlement goes in statements of at most max rows); the advisory
+// form, which settles each delivery at once, refuses the option.
 func FlushLimits(max int, linger time.Duration) core.Option {
 	return option(engine.OptFlushLimits, "sqlqueue.FlushLimits", func(c *engine.Config) error {
 		if max < 1 {
@@ -207,7 +211,8 @@ func StatementTimeout(d time.Duration) core.Option {
 
 // AdvisoryKey sets the SQL expression over the queue table's columns whose value keys the
 // advisory lock of a row (default: the id column). Rows with the same key are worked one at a
-// time. The expression is the user's own SQL and is spliced as given.
+// time. The expression is the user's own SQL and is spliced as given. The lease and row-lock
+// forms refuse it.
 func AdvisoryKey(expr string) core.Option {
 	return option(engine.OptAdvisoryKey, "sqlqueue.AdvisoryKey", func(c *engine.Config) error {
 		if strings.TrimSpace(expr) == "" {

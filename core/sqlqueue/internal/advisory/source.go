@@ -60,6 +60,9 @@ func Open(ctx context.Context, q *engine.Queue, d driver.AdvisoryDialect, sub co
 // prepare checks the table (hints: answers the catalogue's questions instead) and renders the
 // statements of an advisory-form subscription of q.
 func prepare(ctx context.Context, q *engine.Queue, d driver.AdvisoryDialect, sub core.Subscription, cfg engine.Config, hints *engine.Hints) (*engine.Runtime, *statements, error) {
+	if err := cfg.Refuse(q.Name, driver.FormAdvisory, Reads); err != nil {
+		return nil, nil, err
+	}
 	if cfg.Events[engine.EventClaim] != nil {
 		return nil, nil, errClaimEvent(q.Name)
 	}

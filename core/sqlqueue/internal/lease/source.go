@@ -78,6 +78,9 @@ func Open(ctx context.Context, q *engine.Queue, d driver.LeaseDialect, sub core.
 // prepare checks the table (hints: answers the catalogue's questions instead) and renders the
 // statements of a lease-form subscription of q.
 func prepare(ctx context.Context, q *engine.Queue, d driver.LeaseDialect, sub core.Subscription, cfg engine.Config, hints *engine.Hints) (*engine.Runtime, *statements, error) {
+	if err := cfg.Refuse(q.Name, driver.FormLease, Reads); err != nil {
+		return nil, nil, err
+	}
 	// A flush always starts well before a lease runs out, and an extension that waited for a row
 	// lock still writes a lease end well in the future.
 	cfg.Linger = min(cfg.Linger, cfg.Lease/4)

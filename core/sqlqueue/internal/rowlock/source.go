@@ -65,6 +65,9 @@ func Open(ctx context.Context, q *engine.Queue, d driver.RowLockDialect, sub cor
 // prepare checks the table (hints: answers the catalogue's questions instead) and renders the
 // statements of a row-lock-form subscription of q.
 func prepare(ctx context.Context, q *engine.Queue, d driver.RowLockDialect, sub core.Subscription, cfg engine.Config, hints *engine.Hints) (*engine.Runtime, *statements, error) {
+	if err := cfg.Refuse(q.Name, driver.FormRowLock, Reads); err != nil {
+		return nil, nil, err
+	}
 	if cfg.PerMessage {
 		cfg.Batch = 1 // one row per claim's transaction, as PerMessage says: the size never grows
 		cfg.BatchAuto = false
