@@ -21,9 +21,15 @@ func TestWakeEntriesReleased(t *testing.T) {
 	}
 	var opened []open
 	ctors := []func(db *memDB, group string) (core.Endpoint, error){
-		func(db *memDB, g string) (core.Endpoint, error) { return NewLease(memDialect{}, db, overheadTable(), g) },
-		func(db *memDB, g string) (core.Endpoint, error) { return NewRowLock(memRowLock{}, db, overheadTable(), g) },
-		func(db *memDB, g string) (core.Endpoint, error) { return NewAdvisory(memDialect{}, db, overheadTable(), g) },
+		func(db *memDB, g string) (core.Endpoint, error) {
+			return NewLease(memDialect{}, db, overheadTable(), g)
+		},
+		func(db *memDB, g string) (core.Endpoint, error) {
+			return NewRowLock(memRowLock{}, db, overheadTable(), g)
+		},
+		func(db *memDB, g string) (core.Endpoint, error) {
+			return NewAdvisory(memDialect{}, db, overheadTable(), g)
+		},
 	}
 	for i := range 20 {
 		db := &memDB{}
