@@ -17,6 +17,7 @@ import (
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
 	"github.com/settlehq/settle/core/sqlqueue/driver"
+	"github.com/settlehq/settle/core/sqlqueue/sqlitecore"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -280,7 +281,7 @@ func (c connector) Driver() sqldriver.Driver                        { return c.d
 func newDB(pool *sql.DB, owned bool, path string, o options) *DB {
 	keys := driver.LocalKeysFor(path)
 	return &DB{pool: pool, owned: owned, q: &keyedDB{DB: sqlqueue.StdDB(pool), keys: keys},
-		path: path, dialect: &dialect{keys: keys}, log: o.log, clock: o.clock}
+		path: path, dialect: newDialect(keys), log: o.log, clock: o.clock}
 }
 
 // keyedDB is the pool as the engine sees it: database/sql's (sqlqueue.StdDB), with reserved
@@ -296,19 +297,7 @@ func (k *keyedDB) Conn(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &keyedConn{Conn: c, keys: k.keys}, nil
-}
-
-// keyedConn is a reserved connection whose advisory keys go with it when it is discarded, as a
-// server session's advisory locks go with the session.
-type keyedConn struct {
-	driver.Conn
-	keys *driver.LocalKeys
-}
-
-func (c *keyedConn) Discard() error {
-	c.keys.ReleaseConn(c)
-	return c.Conn.Discard()
+	return &sqlitecore.KeyedConn{Conn: c, Keys: k.keys}, nil
 }
 
 // Pool returns the database/sql pool, for the service's own statements.
@@ -360,37 +349,7 @@ func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &advisoryEndpoint{Endpoint: ep, keys: db.dialect.keys}, nil
-}
-
-// advisoryEndpoint holds the companion file's lock while its subscription runs.
-type advisoryEndpoint struct {
-	core.Endpoint
-	keys *driver.LocalKeys
-}
-
-func (e *advisoryEndpoint) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
-	release, err := e.keys.Hold()
-	if err != nil {
-		return nil, nil, fmt.Errorf("sqlitepure: advisory subscription %q: %w", sub.Name, err)
-	}
-	src, fin, err := e.Endpoint.Open(ctx, sub)
-	if err != nil {
-		release()
-		return nil, nil, err
-	}
-	return &heldSource{Source: src, release: release}, fin, nil
-}
-
-// heldSource gives the companion file's lock back when the subscription's source closes.
-type heldSource struct {
-	core.Source
-	release func()
-}
-
-func (s *heldSource) Close() error {
-	defer s.release()
-	return s.Source.Close()
+	return sqlitecore.HoldKeys(ep, db.dialect.Keys(), "sqlitepure"), nil
 }
 
 // NewPublisher returns a publisher for the queue table t (and group). Its clock is the DB's

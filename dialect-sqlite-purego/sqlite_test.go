@@ -101,37 +101,6 @@ func TestIsTransient(t *testing.T) {
 	}
 }
 
-func TestTimesOrderAsText(t *testing.T) {
-	d := &dialect{}
-	a := time.Date(2026, 1, 1, 0, 0, 0, 900_000_000, time.UTC)
-	b := a.Add(time.Microsecond * 200_000) // crosses a second: .9 → 1.1
-	sa, sb := d.Time(a).(string), d.Time(b).(string)
-	if !(sa < sb) || len(sa) != len(sb) {
-		t.Errorf("%s and %s do not order as text", sa, sb)
-	}
-	back, err := ParseTime(sb)
-	if err != nil || !back.Equal(b) {
-		t.Errorf("ParseTime(%s) = %v, %v", sb, back, err)
-	}
-	if d.Time(time.Date(2026, 1, 1, 3, 0, 0, 0, time.FixedZone("x", 3*3600))) != d.Time(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
-		t.Errorf("times are not stored in UTC")
-	}
-}
-
-func TestColumnKinds(t *testing.T) {
-	for decl, want := range map[string]driver.ColumnKind{
-		"INTEGER": driver.KindInteger, "BIGINT": driver.KindInteger, "TEXT": driver.KindText, "VARCHAR(20)": driver.KindText,
-		"BLOB": driver.KindBytes, "": driver.KindBytes, "JSON": driver.KindJSON, "DATETIME": driver.KindTime, "NUMERIC": driver.KindUnknown,
-		"BOOLEAN": driver.KindBool, "REAL": driver.KindFloat, "DOUBLE PRECISION": driver.KindFloat,
-	} {
-		if got := kind(decl); got != want {
-			t.Errorf("kind(%q) = %v; want %v", decl, got, want)
-		}
-	}
-}
-
-// TestCapabilities: the dialect declares SQLite's family, one writer at a time and column
-// types; nothing depends on its name, which is not "sqlite". outbox.DDL builds its table.
 func TestCapabilities(t *testing.T) {
 	ctx := context.Background()
 	db, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))
