@@ -107,7 +107,7 @@ func FuzzTableDDL(f *testing.F) {
 	f.Add("", strings.Repeat("t", 63), "_", "a$", "b", "c", uint8(0x10))
 	f.Add("", "t", "x", "X", "", "", uint8(0))
 	ctx := context.Background()
-	dsn := coretest.Env(mariadbEnv, mariadbDefault)
+	dsn := coretest.MariaDBDSN()
 	db, scratch := scratchDatabase(f, dsn)
 	d := &dialect{flavour: MySQL}
 	f.Fuzz(func(t *testing.T, schema, name, id, payload, grp, processed string, drop uint8) {

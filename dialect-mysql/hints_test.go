@@ -173,7 +173,7 @@ func FuzzStatementHints(f *testing.F) {
 	f.Cleanup(func() { pool.Close() })
 	local := &DB{pool: pool}
 	local.q = &queueDB{db: local}
-	server, scratch := scratchDatabase(f, coretest.Env(mariadbEnv, mariadbDefault))
+	server, scratch := scratchDatabase(f, coretest.MariaDBDSN())
 	d := newDialect(Version{Flavour: MariaDB}, nil)
 	f.Fuzz(func(t *testing.T, text, schema, name, id string, drop uint8) {
 		send := func(how string, q sqlqueue.Queryer, query bool) {
