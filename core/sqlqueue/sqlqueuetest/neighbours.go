@@ -120,7 +120,7 @@ func (e *env) leftUntouched(tb sqlqueue.Table, n int) {
 }
 
 // givenBackAhead: the rows of a claim made ahead of the workers (lease form, the automatic
-// claim size: lease_ahead.go) and never handed out are released when the App stops, with the
+// claim size: internal/lease/ahead.go) and never handed out are released when the App stops, with the
 // attempt their claim counted taken back, like the unhanded rows of the claim being handled.
 // The first claim (10 rows) comes back full and fast, so the second (20 rows) runs the next
 // one ahead as it hands out its first row, whose handler holds until the App stops.
@@ -157,7 +157,7 @@ func givenBackAhead(t *testing.T, f *Fixture) {
 }
 
 // givenBackAheadRowLock: the rows of a row-lock claim made ahead of the workers (the automatic
-// claim size past its ramp: rowlock_ahead.go) and never handed out are released when the App
+// claim size past its ramp: internal/rowlock/ahead.go) and never handed out are released when the App
 // stops, their attempt as it was: the handler holds on the first row it gets after a claim
 // ahead, until the App stops.
 func givenBackAheadRowLock(t *testing.T, f *Fixture) {
