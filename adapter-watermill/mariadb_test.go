@@ -10,13 +10,11 @@ import (
 	mysql "github.com/settlehq/settle/dialect-mysql"
 )
 
-const mariadbDefault = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
-
 // mariadbDB opens the test server (SETTLE_TEST_MARIADB_URL), or skips (fails under
 // SETTLE_REQUIRE_SERVERS=1).
 func mariadbDB(t *testing.T) *mysql.DB {
 	t.Helper()
-	dsn := coretest.Env("SETTLE_TEST_MARIADB_URL", mariadbDefault)
+	dsn := coretest.MariaDBDSN()
 	db, err := mysql.Open(context.Background(), dsn)
 	if err != nil {
 		coretest.ServerUnavailable(t, "MariaDB", dsn, err)

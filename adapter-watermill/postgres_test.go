@@ -11,13 +11,11 @@ import (
 	postgres "github.com/settlehq/settle/dialect-postgres"
 )
 
-const pgDefault = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
 // postgresDB opens the test server (SETTLE_TEST_PG_URL) with a pool large enough for the
 // suite's 50 competing subscribers, or skips (fails under SETTLE_REQUIRE_SERVERS=1).
 func postgresDB(t *testing.T) *postgres.DB {
 	t.Helper()
-	url := coretest.Env("SETTLE_TEST_PG_URL", pgDefault)
+	url := coretest.PostgresURL()
 	ctx := context.Background()
 	sep := "?"
 	for _, c := range url {

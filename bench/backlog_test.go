@@ -122,7 +122,7 @@ type backlogSite struct {
 	// touched (PostgreSQL); nil elsewhere.
 	buffers func(ctx context.Context, sql string, args ...any) (int64, error)
 	// groupOrder spells the probe as the engine's claims do where the dialect is a
-	// sqlqueue.GroupOrder (PostgreSQL, with the ready index): the group as a range of one value
+	// driver.GroupOrder (PostgreSQL, with the ready index): the group as a range of one value
 	// and ORDER BY group, id, which only the ready index serves without a sort.
 	groupOrder bool
 }

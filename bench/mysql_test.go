@@ -22,7 +22,7 @@ import (
 
 // myURL is the MariaDB (or MySQL) the benchmarks drain on.
 func myURL() string {
-	return coretest.Env("SETTLE_TEST_MARIADB_URL", "root@tcp(127.0.0.1:3306)/test?parseTime=true")
+	return coretest.MariaDBDSN()
 }
 
 // myBenchN is the number of rows each contender drains (SETTLE_BENCH_MARIADB_N, default 50000).

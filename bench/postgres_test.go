@@ -20,7 +20,7 @@ import (
 
 // pgURL is the PostgreSQL the benchmarks drain on.
 func pgURL() string {
-	return coretest.Env("SETTLE_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	return coretest.PostgresURL()
 }
 
 // pgBenchN is the number of jobs each contender drains (SETTLE_BENCH_PG_N, default 100000).

@@ -10,17 +10,18 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // fakeClaim fails with err the first n times, then claims with the real claim.
 type fakeClaim struct {
 	n      int
 	err    error
-	real   sqlqueue.Claim
+	real   driver.Claim
 	onFail func()
 }
 
-func (f *fakeClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueue.ClaimParams, dst []sqlqueue.Claimed) ([]sqlqueue.Claimed, error) {
+func (f *fakeClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p driver.ClaimParams, dst []driver.Claimed) ([]driver.Claimed, error) {
 	if f.n > 0 {
 		f.n--
 		// The failed attempt ran a statement of its own, as a deadlocked claim does.
@@ -30,7 +31,7 @@ func (f *fakeClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueue.C
 		if f.onFail != nil {
 			f.onFail()
 		}
-		return append(dst, sqlqueue.Claimed{ID: -1}), f.err
+		return append(dst, driver.Claimed{ID: -1}), f.err
 	}
 	return f.real.Claim(ctx, tx, p, dst)
 }
@@ -46,14 +47,14 @@ func TestClaimRetriedAfterDeadlock(t *testing.T) {
 	if _, err := db.Pool().ExecContext(ctx, "INSERT INTO jobs (payload, grp) VALUES ('a', 'q'), ('b', 'q')"); err != nil {
 		t.Fatal(err)
 	}
-	schema, err := sqlqueue.NewSchema(db.dialect, tb)
+	schema, err := driver.NewSchema(db.dialect, tb)
 	if err != nil {
 		t.Fatal(err)
 	}
 	realClaim, _ := db.dialect.RowLockClaim(schema)
 	deadlock := &gomysql.MySQLError{Number: errDeadlock, Message: "Deadlock found when trying to get lock"}
 	lockWait := &gomysql.MySQLError{Number: errLockWaitTimeout, Message: "Lock wait timeout exceeded"}
-	p := sqlqueue.ClaimParams{Now: Epoch(), Limit: 10, Group: "q"}
+	p := driver.ClaimParams{Now: Epoch(), Limit: 10, Group: "q"}
 
 	if _, err := db.Pool().ExecContext(ctx, "CREATE TABLE side (n INT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)

@@ -7,9 +7,10 @@ import (
 	"strings"
 
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
-var _ sqlqueue.ClaimIndex = (*dialect)(nil)
+var _ driver.ClaimIndex = (*dialect)(nil)
 
 // indexesSQL lists a table's indexes and their columns in order; an empty schema means the
 // connection's current database.

@@ -3,7 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +15,7 @@ import (
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // DB is a MySQL or MariaDB database as settle uses it: a database/sql pool over
@@ -294,7 +295,7 @@ func (q *queueDB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 func (db *DB) beginSQL(ctx context.Context) (*sql.Tx, error) { return db.pool.BeginTx(ctx, db.txOpts) }
 
 // Conn reserves one connection of the pool (advisory locks live on it).
-func (q *queueDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
+func (q *queueDB) Conn(ctx context.Context) (driver.Conn, error) {
 	c, err := q.db.pool.Conn(ctx)
 	if err != nil {
 		return nil, edgeErr(err)
@@ -488,10 +489,10 @@ func (c *conn) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 func (c *conn) Close() error { return c.c.Close() }
 
 // Discard closes the connection for good: database/sql drops a connection whose Raw callback
-// reports driver.ErrBadConn instead of pooling it, and the server ends the session with every
+// reports sqldriver.ErrBadConn instead of pooling it, and the server ends the session with every
 // lock it held.
 func (c *conn) Discard() error {
-	_ = c.c.Raw(func(any) error { return driver.ErrBadConn })
+	_ = c.c.Raw(func(any) error { return sqldriver.ErrBadConn })
 	if err := c.c.Close(); err != nil && !errors.Is(err, sql.ErrConnDone) {
 		return err // Raw could not run; a connection Raw dropped is already closed
 	}

@@ -10,6 +10,7 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // openDB opens a DB on a fresh database of s, closed when t ends.
@@ -135,18 +136,18 @@ func TestColumnsFromCatalogue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		jsonKind := sqlqueue.KindJSON
+		jsonKind := driver.KindJSON
 		if db.Version().Flavour == MariaDB {
-			jsonKind = sqlqueue.KindText // MariaDB's JSON is LONGTEXT with a json_valid check
+			jsonKind = driver.KindText // MariaDB's JSON is LONGTEXT with a json_valid check
 		}
 		want := []struct {
 			name string
-			kind sqlqueue.ColumnKind
+			kind driver.ColumnKind
 			prec int
-		}{{"id", sqlqueue.KindInteger, 0}, {"payload", sqlqueue.KindBytes, 0}, {"grp", sqlqueue.KindText, 0},
-			{"attempt", sqlqueue.KindInteger, 0}, {"retry_after", sqlqueue.KindTime, 6}, {"locked_until", sqlqueue.KindTime, 0},
-			{"headers", jsonKind, 0}, {"created_at", sqlqueue.KindTime, 3}, {"price", sqlqueue.KindFloat, 0},
-			{"flag", sqlqueue.KindBool, 0}, {"state", sqlqueue.KindUnknown, 0}, {"day", sqlqueue.KindOther, 0}}
+		}{{"id", driver.KindInteger, 0}, {"payload", driver.KindBytes, 0}, {"grp", driver.KindText, 0},
+			{"attempt", driver.KindInteger, 0}, {"retry_after", driver.KindTime, 6}, {"locked_until", driver.KindTime, 0},
+			{"headers", jsonKind, 0}, {"created_at", driver.KindTime, 3}, {"price", driver.KindFloat, 0},
+			{"flag", driver.KindBool, 0}, {"state", driver.KindUnknown, 0}, {"day", driver.KindOther, 0}}
 		if len(cols) != len(want) {
 			t.Fatalf("got %d columns: %+v", len(cols), cols)
 		}

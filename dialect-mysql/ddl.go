@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // TableDDL returns the DDL of a queue table described by t: the columns it names with
@@ -31,11 +32,11 @@ import (
 //	) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 func TableDDL(t sqlqueue.Table) (string, error) {
 	d := &dialect{flavour: MySQL}
-	s, err := sqlqueue.NewSchema(d, t)
+	s, err := driver.NewSchema(d, t)
 	if err != nil {
 		return "", err
 	}
-	cols := s.ColumnDefs(sqlqueue.ColumnTypes{
+	cols := s.ColumnDefs(driver.ColumnTypes{
 		ID: "BIGINT NOT NULL AUTO_INCREMENT", Payload: "LONGBLOB NOT NULL", Group: "VARCHAR(191) NOT NULL",
 		Attempt: "INT NOT NULL DEFAULT 0", RetryAfter: "DATETIME(6) NULL", LockedUntil: "DATETIME(6) NULL",
 		ProcessedAt: "DATETIME(6) NULL", Headers: "JSON NULL", CreatedAt: "DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)",

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // dialect spells settle's statements for one flavour. MySQL and MariaDB share every claim and
@@ -24,14 +25,14 @@ type dialect struct {
 }
 
 var (
-	_ sqlqueue.LeaseDialect    = (*dialect)(nil)
-	_ sqlqueue.RowLockDialect  = (*dialect)(nil)
-	_ sqlqueue.AdvisoryDialect = (*dialect)(nil)
-	_ sqlqueue.AdvisoryFilter  = (*dialect)(nil)
-	_ sqlqueue.ByIDHints       = (*dialect)(nil)
-	_ sqlqueue.TableIdentity   = (*dialect)(nil)
-	_ sqlqueue.SQLFamily       = (*dialect)(nil)
-	_ sqlqueue.DDLTypes        = (*dialect)(nil)
+	_ driver.LeaseDialect    = (*dialect)(nil)
+	_ driver.RowLockDialect  = (*dialect)(nil)
+	_ driver.AdvisoryDialect = (*dialect)(nil)
+	_ driver.AdvisoryFilter  = (*dialect)(nil)
+	_ driver.ByIDHints       = (*dialect)(nil)
+	_ driver.TableIdentity   = (*dialect)(nil)
+	_ driver.SQLFamily       = (*dialect)(nil)
+	_ driver.DDLTypes        = (*dialect)(nil)
 )
 
 // tableSQL finds a table's schema and name as the catalogue stores them; an empty schema means
@@ -112,8 +113,8 @@ func (d *dialect) Family() sqlqueue.Family {
 }
 
 // DDLTypes are the column types of MySQL 8 and MariaDB (where JSON is LONGTEXT with a check).
-func (d *dialect) DDLTypes() sqlqueue.Types {
-	return sqlqueue.Types{ID: "BIGINT AUTO_INCREMENT PRIMARY KEY", Integer: "INT", Text: "VARCHAR(191)", Bytes: "LONGBLOB",
+func (d *dialect) DDLTypes() driver.Types {
+	return driver.Types{ID: "BIGINT AUTO_INCREMENT PRIMARY KEY", Integer: "INT", Text: "VARCHAR(191)", Bytes: "LONGBLOB",
 		JSON: "JSON", Time: "DATETIME(6)", TableOptions: " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"}
 }
 
@@ -143,12 +144,12 @@ WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ?
 ORDER BY ORDINAL_POSITION`
 
 // Columns lists the columns of t from information_schema.COLUMNS.
-func (d *dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) ([]sqlqueue.ColumnInfo, error) {
+func (d *dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) ([]driver.ColumnInfo, error) {
 	cols, err := readColumns(ctx, q, t)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]sqlqueue.ColumnInfo, len(cols))
+	out := make([]driver.ColumnInfo, len(cols))
 	for i, c := range cols {
 		out[i] = c.ColumnInfo
 	}
@@ -158,7 +159,7 @@ func (d *dialect) Columns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.Ta
 // column is a catalogue column with what only MySQL's catalogue tells: the fractional-second
 // precision of a date/time column.
 type column struct {
-	sqlqueue.ColumnInfo
+	driver.ColumnInfo
 	precision int
 }
 
@@ -188,42 +189,42 @@ func readColumns(ctx context.Context, q sqlqueue.Queryer, t sqlqueue.TableRef) (
 
 // kindOf classifies a column by its DATA_TYPE and COLUMN_TYPE: BOOLEAN is TINYINT(1) on both
 // flavours, so that spelling is a boolean.
-func kindOf(dataType, columnType string) sqlqueue.ColumnKind {
+func kindOf(dataType, columnType string) driver.ColumnKind {
 	if columnType == "tinyint(1)" || columnType == "tinyint(1) unsigned" {
-		return sqlqueue.KindBool
+		return driver.KindBool
 	}
 	switch dataType {
 	case "tinyint", "smallint", "mediumint", "int", "integer", "bigint":
-		return sqlqueue.KindInteger
+		return driver.KindInteger
 	case "char", "varchar", "tinytext", "text", "mediumtext", "longtext":
-		return sqlqueue.KindText
+		return driver.KindText
 	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
-		return sqlqueue.KindBytes
+		return driver.KindBytes
 	case "json":
-		return sqlqueue.KindJSON
+		return driver.KindJSON
 	case "datetime", "timestamp":
-		return sqlqueue.KindTime
+		return driver.KindTime
 	case "boolean", "bool":
-		return sqlqueue.KindBool
+		return driver.KindBool
 	case "float", "double", "decimal", "real":
-		return sqlqueue.KindFloat
+		return driver.KindFloat
 	case "date", "time", "year", "bit", "geometry", "point", "uuid", "inet4", "inet6":
 		// A date keeps no time of day, a time or year no date: none holds a lease token.
-		return sqlqueue.KindOther
+		return driver.KindOther
 	}
-	return sqlqueue.KindUnknown // enum, set and the like
+	return driver.KindUnknown // enum, set and the like
 }
 
 // RowLockClaim selects ready rows with FOR UPDATE SKIP LOCKED in the claim transaction.
-func (d *dialect) RowLockClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
-	return retryingClaim{inner: sqlqueue.SelectClaim(s, skipLocked), log: d.log, table: s.Table.Ref()}, nil
+func (d *dialect) RowLockClaim(s *driver.Schema) (driver.Claim, error) {
+	return retryingClaim{inner: driver.SelectClaim(s, skipLocked), log: d.log, table: s.Table.Ref()}, nil
 }
 
 // LeaseClaim selects ready rows with FOR UPDATE SKIP LOCKED, then stamps the token and
 // attempt + 1 on them with one UPDATE, in one short transaction (neither flavour has
 // UPDATE … RETURNING).
-func (d *dialect) LeaseClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
-	return retryingClaim{inner: sqlqueue.SelectThenUpdateClaim(s, skipLocked), log: d.log, table: s.Table.Ref()}, nil
+func (d *dialect) LeaseClaim(s *driver.Schema) (driver.Claim, error) {
+	return retryingClaim{inner: driver.SelectThenUpdateClaim(s, skipLocked), log: d.log, table: s.Table.Ref()}, nil
 }
 
 // claimRetries is how often a claim that lost a race for locks is run again in a fresh
@@ -238,7 +239,7 @@ const claimRetries = 5
 // match the same rows, or a query preceded the claim, the error is returned to the engine,
 // which settles on its own and claims again later. Either way no handler sees it.
 type retryingClaim struct {
-	inner sqlqueue.Claim
+	inner driver.Claim
 	log   *slog.Logger
 	table sqlqueue.TableRef
 }
@@ -246,7 +247,7 @@ type retryingClaim struct {
 // claimRestarts counts restarted claims, for tests to report.
 var claimRestarts atomic.Int64
 
-func (c retryingClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p sqlqueue.ClaimParams, dst []sqlqueue.Claimed) ([]sqlqueue.Claimed, error) {
+func (c retryingClaim) Claim(ctx context.Context, tx sqlqueue.Queryer, p driver.ClaimParams, dst []driver.Claimed) ([]driver.Claimed, error) {
 	t, ok := tx.(*txn)
 	restartable := ok && t.replayable()
 	prefix := 0
@@ -276,7 +277,7 @@ var ErrUnlockUnconfirmed = errors.New("mysql: advisory lock release not confirme
 
 // TryLock takes the key's lock with GET_LOCK(name, 0) on c, without waiting. The name is
 // settle's prefix, the database and the key, hashed past 64 characters (lockName).
-func (d *dialect) TryLock(ctx context.Context, c sqlqueue.Conn, key string) (bool, error) {
+func (d *dialect) TryLock(ctx context.Context, c driver.Conn, key string) (bool, error) {
 	rows, err := c.Query(ctx, "SELECT GET_LOCK(?, 0)", lockName(key))
 	if err != nil {
 		return false, err
@@ -291,7 +292,7 @@ func (d *dialect) TryLock(ctx context.Context, c sqlqueue.Conn, key string) (boo
 // Unlock releases the key's lock with RELEASE_LOCK on c. A release the server does not
 // confirm (an error, or a result other than 1) closes c for good, so that whatever c held
 // goes with its session, and is reported as ErrUnlockUnconfirmed.
-func (d *dialect) Unlock(ctx context.Context, c sqlqueue.Conn, key string) error {
+func (d *dialect) Unlock(ctx context.Context, c driver.Conn, key string) error {
 	name := lockName(key)
 	rows, err := c.Query(ctx, "SELECT RELEASE_LOCK(?)", name)
 	var got *int64

@@ -58,7 +58,7 @@
 // keep microseconds (DATETIME(6) or TIMESTAMP(6)); TableDDL writes such a table.
 //
 // The row-lock form settles a claim's acks and drops with one statement just before the claim
-// commits (sqlqueue.GroupedRowLockSQL), and not as "… WHERE id IN (…)": InnoDB reads such a list
+// commits (driver.GroupedRowLockSQL), and not as "… WHERE id IN (…)": InnoDB reads such a list
 // as ranges of the primary key and locks the row just past each range before it finds that row
 // outside, and with concurrent claimants that row is often one another claim holds, so their
 // settlements waited on each other and deadlocked. The dialect's statement joins a derived table
@@ -66,7 +66,7 @@
 // each row is a unique primary-key lookup (eq_ref, whatever the statistics say), which locks
 // nothing the claim does not already hold, so the statement never waits. On a server with
 // JSON_TABLE (MariaDB 10.6+, MySQL 8.0.4+) the ids travel as one argument, the text of a JSON
-// array (sqlqueue.GroupedRowLockArray; about a tenth faster than one argument per id for a claim
+// array (driver.GroupedRowLockArray; about a tenth faster than one argument per id for a claim
 // of 500 rows on MariaDB 10.11); older MySQL servers get a UNION ALL of one-row SELECTs. Should it fail all the
 // same, the claim's transaction rolls back as a whole: nothing of it is settled and its rows come
 // back to a later claim.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // RowLock returns the row-lock endpoint of the queue table t (and group, in a table with a
@@ -159,7 +160,7 @@ func (db *DB) checkCatalogue(ctx context.Context, t sqlqueue.Table, f sqlqueue.F
 			continue
 		}
 		for _, col := range cols {
-			if equalFold(col.Name, c.name) && col.Kind == sqlqueue.KindTime && col.precision < 6 {
+			if equalFold(col.Name, c.name) && col.Kind == driver.KindTime && col.precision < 6 {
 				why := "the lease token is a microsecond time and must compare equal to what the claim stored"
 				if c.role == "retry_after" {
 					why = "a delay would end up to a second early"

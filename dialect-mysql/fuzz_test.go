@@ -12,10 +12,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	driver "github.com/go-sql-driver/mysql"
-
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/settlehq/settle/core/coretest"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // fuzzTable builds a queue table from fuzzed names: StandardTable's columns with id, payload,
@@ -107,7 +107,7 @@ func FuzzTableDDL(f *testing.F) {
 	f.Add("", strings.Repeat("t", 63), "_", "a$", "b", "c", uint8(0x10))
 	f.Add("", "t", "x", "X", "", "", uint8(0))
 	ctx := context.Background()
-	dsn := coretest.Env(mariadbEnv, mariadbDefault)
+	dsn := coretest.MariaDBDSN()
 	db, scratch := scratchDatabase(f, dsn)
 	d := &dialect{flavour: MySQL}
 	f.Fuzz(func(t *testing.T, schema, name, id, payload, grp, processed string, drop uint8) {
@@ -115,7 +115,7 @@ func FuzzTableDDL(f *testing.F) {
 		if _, idents := splitQuoted(q); len(idents) != 1 || idents[0] != name {
 			t.Fatalf("Quote(%q) = %s reads back as %q", name, q, idents)
 		}
-		if db != nil && sqlqueue.ValidIdent(name) && sqlqueue.CheckIdentifier(d, "alias", name) == nil {
+		if db != nil && sqlqueue.ValidIdent(name) && driver.CheckIdentifier(d, "alias", name) == nil {
 			var cols []string
 			rows, err := db.QueryContext(ctx, "SELECT 1 AS "+q)
 			if err == nil {
@@ -168,7 +168,7 @@ func FuzzTableDDL(f *testing.F) {
 // scratchDatabase connects to a database of the fuzz target's own, dropped afterwards; nil
 // (checking the rendering only) when the server is unreachable and not required.
 func scratchDatabase(f *testing.F, dsn string) (*sql.DB, string) {
-	cfg, err := driver.ParseDSN(dsn)
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		f.Fatalf("%s %q: %v", mariadbEnv, dsn, err)
 	}

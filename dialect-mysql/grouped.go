@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // The row-lock form settles a claim's acks and drops with one statement at the claim's commit
-// (sqlqueue.GroupedRowLockSQL), spelled so that InnoDB can only look each row up by its
+// (driver.GroupedRowLockSQL), spelled so that InnoDB can only look each row up by its
 // primary key.
 //
 // "DELETE … WHERE id IN (…)", even with FORCE INDEX (PRIMARY), is read as one range of the
@@ -23,8 +23,8 @@ import (
 // statement locks only rows the claim's transaction already holds, so it never waits and can be
 // neither a deadlock victim nor a lock wait timeout, whatever the table's statistics say.
 var (
-	_ sqlqueue.GroupedRowLockSQL   = (*dialect)(nil)
-	_ sqlqueue.GroupedRowLockArray = (*dialect)(nil)
+	_ driver.GroupedRowLockSQL   = (*dialect)(nil)
+	_ driver.GroupedRowLockArray = (*dialect)(nil)
 )
 
 // GroupRowLockSettlements is true: a claim's acks and drops are settled by SettleByIDs.

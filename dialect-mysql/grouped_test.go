@@ -16,6 +16,7 @@ import (
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/coretest"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // groupedTables are the two kinds of queue table a grouped settlement writes: acks delete the
@@ -81,7 +82,7 @@ func arrayArgs(tb sqlqueue.Table, ids ...int64) []any {
 
 func settleArraySQL(t *testing.T, d *dialect, tb sqlqueue.Table) string {
 	t.Helper()
-	s, err := sqlqueue.NewSchema(d, tb)
+	s, err := driver.NewSchema(d, tb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func settleSQL(t *testing.T, db *DB, tb sqlqueue.Table, n int) string {
 
 func settleSQLOf(t *testing.T, d *dialect, tb sqlqueue.Table, n int) string {
 	t.Helper()
-	s, err := sqlqueue.NewSchema(d, tb)
+	s, err := driver.NewSchema(d, tb)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,6 +15,7 @@ import (
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/coretest"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 func TestByIDHintShapes(t *testing.T) {
@@ -125,20 +126,22 @@ func (r *record) last() string {
 	return r.sent[len(r.sent)-1]
 }
 
-func (r *record) Open(string) (driver.Conn, error)             { return recConn{r}, nil }
-func (r *record) Connect(context.Context) (driver.Conn, error) { return recConn{r}, nil }
-func (r *record) Driver() driver.Driver                        { return r }
+func (r *record) Open(string) (sqldriver.Conn, error)             { return recConn{r}, nil }
+func (r *record) Connect(context.Context) (sqldriver.Conn, error) { return recConn{r}, nil }
+func (r *record) Driver() sqldriver.Driver                        { return r }
 
 type recConn struct{ r *record }
 
-func (c recConn) Prepare(string) (driver.Stmt, error) { return nil, errors.New("record: no prepare") }
-func (c recConn) Close() error                        { return nil }
-func (c recConn) Begin() (driver.Tx, error)           { return recTx{}, nil }
-func (c recConn) ExecContext(_ context.Context, q string, _ []driver.NamedValue) (driver.Result, error) {
-	c.r.note(q)
-	return driver.RowsAffected(0), nil
+func (c recConn) Prepare(string) (sqldriver.Stmt, error) {
+	return nil, errors.New("record: no prepare")
 }
-func (c recConn) QueryContext(_ context.Context, q string, _ []driver.NamedValue) (driver.Rows, error) {
+func (c recConn) Close() error                 { return nil }
+func (c recConn) Begin() (sqldriver.Tx, error) { return recTx{}, nil }
+func (c recConn) ExecContext(_ context.Context, q string, _ []sqldriver.NamedValue) (sqldriver.Result, error) {
+	c.r.note(q)
+	return sqldriver.RowsAffected(0), nil
+}
+func (c recConn) QueryContext(_ context.Context, q string, _ []sqldriver.NamedValue) (sqldriver.Rows, error) {
 	c.r.note(q)
 	return recRows{}, nil
 }
@@ -150,9 +153,9 @@ func (recTx) Rollback() error { return nil }
 
 type recRows struct{}
 
-func (recRows) Columns() []string         { return []string{"x"} }
-func (recRows) Close() error              { return nil }
-func (recRows) Next([]driver.Value) error { return io.EOF }
+func (recRows) Columns() []string            { return []string{"x"} }
+func (recRows) Close() error                 { return nil }
+func (recRows) Next([]sqldriver.Value) error { return io.EOF }
 
 // FuzzStatementHints: statements that do not come from the engine reach the driver exactly as
 // given, through every Queryer the dialect hands out (the pool, its transactions, a reserved
@@ -170,7 +173,7 @@ func FuzzStatementHints(f *testing.F) {
 	f.Cleanup(func() { pool.Close() })
 	local := &DB{pool: pool}
 	local.q = &queueDB{db: local}
-	server, scratch := scratchDatabase(f, coretest.Env(mariadbEnv, mariadbDefault))
+	server, scratch := scratchDatabase(f, coretest.MariaDBDSN())
 	d := newDialect(Version{Flavour: MariaDB}, nil)
 	f.Fuzz(func(t *testing.T, text, schema, name, id string, drop uint8) {
 		send := func(how string, q sqlqueue.Queryer, query bool) {
@@ -213,7 +216,7 @@ func FuzzStatementHints(f *testing.F) {
 		}
 
 		tb := fuzzTable(schema, name, id, "payload", "", "", drop|1) // no group column: the ids alone
-		sch, err := sqlqueue.NewSchema(d, tb)
+		sch, err := driver.NewSchema(d, tb)
 		if err != nil {
 			return
 		}
@@ -226,7 +229,7 @@ func FuzzStatementHints(f *testing.F) {
 		}
 		if tb.Schema != "" {
 			tb.Schema = scratch
-			if sch, err = sqlqueue.NewSchema(d, tb); err != nil {
+			if sch, err = driver.NewSchema(d, tb); err != nil {
 				t.Fatal(err)
 			}
 			upd, del = d.UpdateByIDs(sch.QTable), d.DeleteByIDs(sch.QTable)

@@ -3,7 +3,7 @@ package mysql
 import (
 	"strings"
 
-	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // maxIdent is the longest identifier (table, column, database name) MySQL and MariaDB accept.
@@ -13,7 +13,7 @@ const maxIdent = 64
 // longer names.
 func (*dialect) MaxIdentifier() int { return maxIdent }
 
-var _ sqlqueue.IdentifierLimit = (*dialect)(nil)
+var _ driver.IdentifierLimit = (*dialect)(nil)
 
 // quote quotes an identifier with backticks, doubling any backtick inside (the engine admits
 // none, but quoting must be correct on its own).

@@ -4,13 +4,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // InnoDB locks rows one by one, so a service's own SELECT … FOR UPDATE can hold a claimed row
 // while the engine wants to write it: the dialect tells the engine how to lock rows without
-// waiting on held ones, and how to bound the waits it cannot avoid (sqlqueue.RowLocking).
-var _ sqlqueue.RowLocking = (*dialect)(nil)
+// waiting on held ones, and how to bound the waits it cannot avoid (driver.RowLocking).
+var _ driver.RowLocking = (*dialect)(nil)
 
 // LockClause locks the rows a SELECT returns: FOR UPDATE, skipping the rows another
 // transaction holds with skip (MySQL 8.0.1+, MariaDB 10.6+).

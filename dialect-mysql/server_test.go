@@ -16,9 +16,8 @@ import (
 // Test servers: MariaDB is required (CI starts one); MySQL 8 runs the same tests when
 // SETTLE_TEST_MYSQL_URL names one.
 const (
-	mariadbEnv     = "SETTLE_TEST_MARIADB_URL"
-	mariadbDefault = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
-	mysqlEnv       = "SETTLE_TEST_MYSQL_URL"
+	mariadbEnv = coretest.MariaDBEnv
+	mysqlEnv   = coretest.MySQLEnv
 )
 
 // testServer is one server the tests run on.
@@ -31,7 +30,7 @@ type testServer struct {
 // when it is unreachable.
 func mariadbServer(t testing.TB) testServer {
 	t.Helper()
-	s := testServer{name: "mariadb", dsn: coretest.Env(mariadbEnv, mariadbDefault)}
+	s := testServer{name: "mariadb", dsn: coretest.MariaDBDSN()}
 	s.ping(t, "MariaDB")
 	return s
 }

@@ -5,9 +5,10 @@ import (
 	"fmt"
 
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
-var _ sqlqueue.GroupOrder = (*dialect)(nil)
+var _ driver.GroupOrder = (*dialect)(nil)
 
 // groupIndexSQL looks for a valid btree index of table $1 whose first two keys are the
 // columns $2 (group) and $3 (id), ascending, with the default operator class and the column's
@@ -28,7 +29,7 @@ AND (i.indpred IS NULL OR ($4 <> '' AND pg_get_expr(i.indpred, i.indrelid) = '('
 // GroupOrdered reports whether t has an index every claim can read its ready rows through in
 // (group, id) order: the DDL's <table>_ready, (group, id) WHERE processed_at IS NULL (without
 // processed_at, (group, id)), or another that starts with the same keys. The engine then shapes
-// the claims so that the planner reads that index (sqlqueue.GroupOrder): compared by equality
+// the claims so that the planner reads that index (driver.GroupOrder): compared by equality
 // on the group and ordered by id, a claim is planned on the primary key as soon as the
 // statistics say most rows are ready (taken before the rows were processed) or the dead letters
 // of the table are few and spread out, and it then reads every processed row and dead letter in
@@ -53,7 +54,7 @@ func (d *dialect) GroupOrdered(ctx context.Context, q sqlqueue.Queryer, t sqlque
 	}
 	if !found && d.log != nil {
 		create := ""
-		if s, err := sqlqueue.NewSchema(d, t); err == nil {
+		if s, err := driver.NewSchema(d, t); err == nil {
 			create = readyIndex(t, s)
 		}
 		d.log.Warn("postgres: no index of the queue table starts with its group and id columns; claims read the table in id order by its primary key, through every processed row and dead letter in front of the ready ones",

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // This file adapts pgx's native types to the engine's connection surface
@@ -44,9 +45,9 @@ func queryOn(ctx context.Context, q pgxQueryer, closed closedFunc, sql string, a
 	return &pgRows{rows: rows, closed: closed}, nil
 }
 
-var _ sqlqueue.Pipeliner = (*poolDB)(nil)
+var _ driver.Pipeliner = (*poolDB)(nil)
 
-// poolDB is sqlqueue.DB over a pgxpool.Pool, and a sqlqueue.Pipeliner.
+// poolDB is sqlqueue.DB over a pgxpool.Pool, and a driver.Pipeliner.
 type poolDB struct {
 	pool *pgxpool.Pool
 }
@@ -67,7 +68,7 @@ func (p *poolDB) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	return &pgTx{tx: tx}, nil
 }
 
-func (p *poolDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
+func (p *poolDB) Conn(ctx context.Context) (driver.Conn, error) {
 	c, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, edgeErr(err, nil)
@@ -80,7 +81,7 @@ func (p *poolDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
 // that another row count divides by zero on the server, which rolls the batch back:
 //
 //	WITH settle_step AS (<statement> RETURNING 1) SELECT 1 / (count(*) = <want>)::int FROM settle_step
-func (p *poolDB) Pipeline(ctx context.Context, steps []sqlqueue.Step) error {
+func (p *poolDB) Pipeline(ctx context.Context, steps []driver.Step) error {
 	var b pgx.Batch
 	for _, s := range steps {
 		queueStep(&b, s)
@@ -99,7 +100,7 @@ func (p *poolDB) Pipeline(ctx context.Context, steps []sqlqueue.Step) error {
 }
 
 // queueStep queues s on b, wrapped to check its row count on the server when it has a Want.
-func queueStep(b *pgx.Batch, s sqlqueue.Step) {
+func queueStep(b *pgx.Batch, s driver.Step) {
 	sql := s.SQL
 	if s.Want > 0 {
 		sql = "WITH settle_step AS (" + sql + " RETURNING 1) SELECT 1 / (count(*) = " +
@@ -109,7 +110,7 @@ func queueStep(b *pgx.Batch, s sqlqueue.Step) {
 }
 
 // readStep reads the result of s, queued by queueStep, from br.
-func readStep(br pgx.BatchResults, s sqlqueue.Step) error {
+func readStep(br pgx.BatchResults, s driver.Step) error {
 	switch {
 	case s.Want > 0:
 		var one int32
@@ -130,7 +131,7 @@ func readStep(br pgx.BatchResults, s sqlqueue.Step) error {
 func stepErr(err error, closed closedFunc) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == codeDivisionByZero {
-		return fmt.Errorf("%w (%s)", sqlqueue.ErrRowCount, pe.Message)
+		return fmt.Errorf("%w (%s)", driver.ErrRowCount, pe.Message)
 	}
 	return edgeErr(err, closed)
 }
@@ -157,7 +158,7 @@ func (t *pgTx) Unwrap() any                        { return t.tx }
 
 func (t *pgTx) closed() bool { return t.tx.Conn().IsClosed() }
 
-// pgConn is sqlqueue.Conn over one connection acquired from the pool.
+// pgConn is driver.Conn over one connection acquired from the pool.
 type pgConn struct{ c *pgxpool.Conn }
 
 func (c *pgConn) Exec(ctx context.Context, sql string, args ...any) (sqlqueue.Result, error) {
@@ -201,7 +202,7 @@ func (c *pgConn) Unwrap() any { return c.c }
 type pgRows struct {
 	rows   pgx.Rows
 	closed closedFunc
-	// A sqlqueue.TimeDest reading a timestamp or timestamptz column is scanned through a
+	// A driver.TimeDest reading a timestamp or timestamptz column is scanned through a
 	// pgTime of times, in a copy of the destinations (dest), both kept from row to row.
 	times []pgTime
 	dest  []any
@@ -212,7 +213,7 @@ func (r *pgRows) Next() bool { return r.rows.Next() }
 func (r *pgRows) Scan(dest ...any) error {
 	swapped := false
 	for i, d := range dest {
-		td, ok := d.(sqlqueue.TimeDest)
+		td, ok := d.(driver.TimeDest)
 		if !ok || !r.timestampAt(i) {
 			continue
 		}
@@ -238,9 +239,9 @@ func (r *pgRows) timestampAt(i int) bool {
 	return i < len(fds) && (fds[i].DataTypeOID == pgtype.TimestamptzOID || fds[i].DataTypeOID == pgtype.TimestampOID)
 }
 
-// pgTime hands a timestamp pgx decoded to a sqlqueue.TimeDest, where a database/sql Scanner
+// pgTime hands a timestamp pgx decoded to a driver.TimeDest, where a database/sql Scanner
 // would take it boxed in an interface (one allocation a row).
-type pgTime struct{ dst sqlqueue.TimeDest }
+type pgTime struct{ dst driver.TimeDest }
 
 func (t *pgTime) ScanTimestamptz(v pgtype.Timestamptz) error {
 	return t.set(v.Time, v.Valid, v.InfinityModifier)

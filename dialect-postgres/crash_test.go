@@ -96,8 +96,8 @@ func TestCrashChild(t *testing.T) {
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO ledger (id, attempt, pid) VALUES ($1, $2, $3)`, id, m.Attempt(), pid)
 		return err
-	}, core.Workers(8), core.DeadLetterAfter(2, "jobs_dead"), sqlqueue.Transactional(),
-		sqlqueue.BatchSize(16), sqlqueue.PollInterval(50*time.Millisecond), sqlqueue.LeaseFor(2*time.Second))
+	}, append(leaseFor(formName, 2*time.Second), core.Workers(8), core.DeadLetterAfter(2, "jobs_dead"), sqlqueue.Transactional(),
+		sqlqueue.BatchSize(16), sqlqueue.PollInterval(50*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*DB, error) {
 	if pool == nil {
 		return nil, errors.New("postgres.New: nil pool")
 	}
-	o := options{keyFunc: "hashtextextended(%s, 0)", log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock.Real()}
+	o := options{keyFunc: defaultKeyFunc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock.Real()}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, errors.New("postgres.New: nil option")

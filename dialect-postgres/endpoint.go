@@ -7,6 +7,7 @@ import (
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // Lease returns the lease-form endpoint of a queue on db: table t (t.Schema names a
@@ -20,7 +21,7 @@ func Lease(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	if err := checkTable(db, t); err != nil {
 		return nil, err
 	}
-	return sqlqueue.NewLease(db.dialect.(sqlqueue.LeaseDialect), db.adapter, t, group)
+	return sqlqueue.NewLease(db.dialect.(driver.LeaseDialect), db.adapter, t, group)
 }
 
 // RowLock returns the row-lock-form endpoint of a queue on db (see Lease for t and group).
@@ -31,7 +32,7 @@ func RowLock(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	if err := checkTable(db, t); err != nil {
 		return nil, err
 	}
-	return sqlqueue.NewRowLock(db.dialect.(sqlqueue.RowLockDialect), db.adapter, t, group)
+	return sqlqueue.NewRowLock(db.dialect.(driver.RowLockDialect), db.adapter, t, group)
 }
 
 // Advisory returns the advisory-lock-form endpoint of a queue on db (see Lease for t and
@@ -50,7 +51,7 @@ func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	if err := checkTable(db, t); err != nil {
 		return nil, err
 	}
-	ep, err := sqlqueue.NewAdvisory(db.dialect.(sqlqueue.AdvisoryDialect), db.adapter, t, group)
+	ep, err := sqlqueue.NewAdvisory(db.dialect.(driver.AdvisoryDialect), db.adapter, t, group)
 	if err != nil {
 		return nil, err
 	}

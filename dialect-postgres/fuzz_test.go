@@ -108,7 +108,7 @@ func FuzzTableDDL(f *testing.F) {
 	f.Add("pg_x", strings.Repeat("t", 63), "_", "a$", "b", "c", uint8(0x10))
 	f.Add("public", "t", "x", "X", "", "", uint8(0))
 	ctx := context.Background()
-	url := coretest.Env("SETTLE_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	url := coretest.PostgresURL()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		if coretest.RequireServers() {

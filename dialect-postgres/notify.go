@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // notifyChannel is the one channel settle notifies and listens on. Its payload is
@@ -36,7 +37,7 @@ type notifyDialect struct {
 }
 
 // Notify announces rows for queue on q.
-func (*notifyDialect) Notify(ctx context.Context, q sqlqueue.Queryer, queue sqlqueue.QueueRef) error {
+func (*notifyDialect) Notify(ctx context.Context, q sqlqueue.Queryer, queue driver.QueueRef) error {
 	_, err := q.Exec(ctx, notifySQL, quoteRef(queue.Table), queue.Group)
 	return err
 }
@@ -44,7 +45,7 @@ func (*notifyDialect) Notify(ctx context.Context, q sqlqueue.Queryer, queue sqlq
 // Listen registers wake with the DB's one listening connection, starting it on first use. It
 // returns once the connection is listening, so nothing published after Listen returns is
 // missed.
-func (n *notifyDialect) Listen(ctx context.Context, _ sqlqueue.DB, queue sqlqueue.QueueRef, wake func()) (func(), error) {
+func (n *notifyDialect) Listen(ctx context.Context, _ sqlqueue.DB, queue driver.QueueRef, wake func()) (func(), error) {
 	var oid uint32
 	if err := n.db.pool.QueryRow(ctx, `SELECT COALESCE(to_regclass($1)::oid, 0)`, quoteRef(queue.Table)).Scan(&oid); err != nil {
 		return nil, err

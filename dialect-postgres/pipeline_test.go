@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // The pipeline the lease form settles and claims with: one round trip, one transaction, and a
@@ -19,9 +20,9 @@ func TestPipeline(t *testing.T) {
 	if _, err := e.pool.Exec(ctx, `INSERT INTO p SELECT g, 0 FROM generate_series(1, 5) g`); err != nil {
 		t.Fatal(err)
 	}
-	pl, ok := e.db.Queue().(sqlqueue.Pipeliner)
+	pl, ok := e.db.Queue().(driver.Pipeliner)
 	if !ok {
-		t.Fatal("the PostgreSQL DB is not a sqlqueue.Pipeliner")
+		t.Fatal("the PostgreSQL DB is not a driver.Pipeliner")
 	}
 	sum := func() (n int) {
 		t.Helper()
@@ -44,7 +45,7 @@ func TestPipeline(t *testing.T) {
 	}
 
 	// Every count matches: both changes commit and the query's rows are read.
-	err := pl.Pipeline(ctx, []sqlqueue.Step{
+	err := pl.Pipeline(ctx, []driver.Step{
 		{SQL: `DELETE FROM p WHERE id IN ($1, $2)`, Args: []any{int64(1), int64(2)}, Want: 2},
 		{SQL: `UPDATE p SET v = v + 1 WHERE id >= $1 RETURNING id`, Args: []any{int64(4)}, Rows: readIDs},
 		{SQL: `UPDATE p SET v = v + 10 WHERE id = $1`, Args: []any{int64(3)}},
@@ -61,12 +62,12 @@ func TestPipeline(t *testing.T) {
 
 	// The second step names a row that is gone: nothing commits, not even the first step.
 	read = nil
-	err = pl.Pipeline(ctx, []sqlqueue.Step{
+	err = pl.Pipeline(ctx, []driver.Step{
 		{SQL: `UPDATE p SET v = v + 1000 WHERE id = $1`, Args: []any{int64(3)}, Want: 1},
 		{SQL: `DELETE FROM p WHERE id IN ($1, $2)`, Args: []any{int64(1), int64(4)}, Want: 2},
 		{SQL: `UPDATE p SET v = v + 1 RETURNING id`, Rows: readIDs},
 	})
-	if !errors.Is(err, sqlqueue.ErrRowCount) {
+	if !errors.Is(err, driver.ErrRowCount) {
 		t.Fatalf("a step matching 1 row of 2: err = %v; want ErrRowCount", err)
 	}
 	if got := sum(); got != 312 {
@@ -74,11 +75,11 @@ func TestPipeline(t *testing.T) {
 	}
 
 	// A statement that fails rolls back too, and its error is returned as it is.
-	err = pl.Pipeline(ctx, []sqlqueue.Step{
+	err = pl.Pipeline(ctx, []driver.Step{
 		{SQL: `DELETE FROM p WHERE id = $1`, Args: []any{int64(3)}, Want: 1},
 		{SQL: `UPDATE no_such_table SET v = 1`},
 	})
-	if err == nil || errors.Is(err, sqlqueue.ErrRowCount) {
+	if err == nil || errors.Is(err, driver.ErrRowCount) {
 		t.Fatalf("a failing statement: err = %v; want the server's error", err)
 	}
 	if got := sum(); got != 312 {

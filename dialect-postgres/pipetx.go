@@ -7,9 +7,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
-var _ sqlqueue.TxPipeliner = (*poolDB)(nil)
+var _ driver.TxPipeliner = (*poolDB)(nil)
 
 // BeginPipelined takes a connection from the pool for a transaction that sends its BEGIN in one
 // pgx batch with its first statement, and whose CommitWith sends its last statement and COMMIT
@@ -17,7 +18,7 @@ var _ sqlqueue.TxPipeliner = (*poolDB)(nil)
 // grouped settlement and COMMIT) instead of four. The server runs the same statements in the
 // same transaction as over a pgx.Tx: the batch's statements are in the explicit transaction
 // BEGIN opened, and a statement that fails skips what follows it in its batch (COMMIT too).
-func (p *poolDB) BeginPipelined(ctx context.Context) (sqlqueue.PipelinedTx, error) {
+func (p *poolDB) BeginPipelined(ctx context.Context) (driver.PipelinedTx, error) {
 	c, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, edgeErr(err, nil)
@@ -25,7 +26,7 @@ func (p *poolDB) BeginPipelined(ctx context.Context) (sqlqueue.PipelinedTx, erro
 	return &pipeTx{c: c}, nil
 }
 
-// pipeTx is sqlqueue.PipelinedTx over one pool connection. It is not a pgx.Tx (Unwrap returns
+// pipeTx is driver.PipelinedTx over one pool connection. It is not a pgx.Tx (Unwrap returns
 // nil): the engine uses it only where no handler sees the transaction.
 type pipeTx struct {
 	c     *pgxpool.Conn // nil once the transaction ended and the connection went back
@@ -110,7 +111,7 @@ func (t *pipeTx) Commit(ctx context.Context) error {
 // CommitWith sends s's statement and COMMIT in one batch (BEGIN too, when nothing ran yet). A
 // statement that fails, or changes another number of rows than s.Want (the check divides by
 // zero on the server), leaves the transaction aborted with COMMIT skipped: it is rolled back.
-func (t *pipeTx) CommitWith(ctx context.Context, s sqlqueue.Step) error {
+func (t *pipeTx) CommitWith(ctx context.Context, s driver.Step) error {
 	if t.c == nil {
 		return pgx.ErrTxClosed
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 	postgres "github.com/settlehq/settle/dialect-postgres"
 )
 
@@ -105,9 +106,9 @@ func TestRowLockClaimTwoRoundTrips(t *testing.T) {
 	}
 }
 
-func pipelined(t *testing.T, e *env) (sqlqueue.PipelinedTx, sqlqueue.TxPipeliner) {
+func pipelined(t *testing.T, e *env) (driver.PipelinedTx, driver.TxPipeliner) {
 	t.Helper()
-	tp, ok := e.db.Queue().(sqlqueue.TxPipeliner)
+	tp, ok := e.db.Queue().(driver.TxPipeliner)
 	if !ok {
 		t.Fatal("the DB's queue surface is not a TxPipeliner")
 	}
@@ -144,8 +145,8 @@ func TestPipelinedTxRowCountRollsBack(t *testing.T) {
 	if len(ids) != 3 {
 		t.Fatalf("read %v; want 3 ids", ids)
 	}
-	err = tx.CommitWith(ctx, sqlqueue.Step{SQL: `DELETE FROM t WHERE id = ANY($1)`, Args: []any{ids}, Want: 4})
-	if !errors.Is(err, sqlqueue.ErrRowCount) {
+	err = tx.CommitWith(ctx, driver.Step{SQL: `DELETE FROM t WHERE id = ANY($1)`, Args: []any{ids}, Want: 4})
+	if !errors.Is(err, driver.ErrRowCount) {
 		t.Fatalf("CommitWith: %v; want ErrRowCount", err)
 	}
 	if n := e.count(`SELECT count(*) FROM t`); n != 3 {
@@ -156,7 +157,7 @@ func TestPipelinedTxRowCountRollsBack(t *testing.T) {
 	}
 	// The count matches: deleted and committed, BEGIN sent with the statement.
 	tx, _ = pipelined(t, e)
-	if err := tx.CommitWith(ctx, sqlqueue.Step{SQL: `DELETE FROM t WHERE id = ANY($1)`, Args: []any{ids}, Want: 3}); err != nil {
+	if err := tx.CommitWith(ctx, driver.Step{SQL: `DELETE FROM t WHERE id = ANY($1)`, Args: []any{ids}, Want: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.count(`SELECT count(*) FROM t`); n != 0 {
@@ -202,7 +203,7 @@ func TestPipelinedTxFailures(t *testing.T) {
 	if _, err := tx.Exec(ctx, `INSERT INTO t VALUES (1), (2)`); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.CommitWith(ctx, sqlqueue.Step{SQL: `UPDATE t SET id = id + 10`, Want: 2}); err != nil {
+	if err := tx.CommitWith(ctx, driver.Step{SQL: `UPDATE t SET id = id + 10`, Want: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.count(`SELECT count(*) FROM t WHERE id > 10`); n != 2 {
@@ -212,7 +213,7 @@ func TestPipelinedTxFailures(t *testing.T) {
 	for _, end := range []string{"commit", "rollback"} {
 		tr := &tripTracer{}
 		db := dbTracedBy(t, e, tr)
-		tx, err := db.Queue().(sqlqueue.TxPipeliner).BeginPipelined(ctx)
+		tx, err := db.Queue().(driver.TxPipeliner).BeginPipelined(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

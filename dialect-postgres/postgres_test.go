@@ -199,7 +199,7 @@ func TestBackendTerminatedMidHandler(t *testing.T) {
 					<-release
 				}
 				return nil
-			}, sqlqueue.PollInterval(20*time.Millisecond), sqlqueue.LeaseFor(time.Second)); err != nil {
+			}, append(leaseFor(f.name, time.Second), sqlqueue.PollInterval(20*time.Millisecond))...); err != nil {
 				t.Fatal(err)
 			}
 			a.start(t)

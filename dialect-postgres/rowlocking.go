@@ -4,13 +4,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // PostgreSQL locks rows one by one, so a service's own SELECT … FOR UPDATE can hold a claimed
 // row while the engine wants to write it: the dialect tells the engine how to lock rows without
-// waiting on held ones, and how to bound the waits it cannot avoid (sqlqueue.RowLocking).
-var _ sqlqueue.RowLocking = (*dialect)(nil)
+// waiting on held ones, and how to bound the waits it cannot avoid (driver.RowLocking).
+var _ driver.RowLocking = (*dialect)(nil)
 
 // LockClause locks the rows a SELECT returns: FOR UPDATE, skipping the rows another
 // transaction holds with skip.
@@ -22,10 +22,10 @@ func (*dialect) LockClause(skip bool) string {
 }
 
 // LocksOnlyReturnedRows reports that FOR UPDATE locks only the rows a SELECT returns
-// (sqlqueue.ReturnedRowLocks): the engine looks for lapsed rows beside its own claims.
+// (driver.ReturnedRowLocks): the engine looks for lapsed rows beside its own claims.
 func (*dialect) LocksOnlyReturnedRows() bool { return true }
 
-var _ sqlqueue.ReturnedRowLocks = (*dialect)(nil)
+var _ driver.ReturnedRowLocks = (*dialect)(nil)
 
 // LockTimeout sets lock_timeout (in milliseconds, at least 1) for the current transaction
 // (set_config with is_local, which also holds in the implicit transaction of a pipeline), or

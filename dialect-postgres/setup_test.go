@@ -17,9 +17,7 @@ import (
 )
 
 // pgURL is the server the tests run against.
-func pgURL() string {
-	return coretest.Env("SETTLE_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
-}
+func pgURL() string { return coretest.PostgresURL() }
 
 // waitTimeout bounds every wait in real time; running out fails the test.
 const waitTimeout = 20 * time.Second

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
@@ -87,4 +88,13 @@ func TestPublishThenConsume(t *testing.T) {
 	if h := <-got; h["k"] != "v" {
 		t.Fatalf("headers = %v", h)
 	}
+}
+
+// leaseFor is sqlqueue.LeaseFor(d) for the lease form, and nothing for the others, which refuse
+// an option they would not read.
+func leaseFor(form string, d time.Duration) []core.Option {
+	if form != "lease" {
+		return nil
+	}
+	return []core.Option{sqlqueue.LeaseFor(d)}
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// timeDest is a sqlqueue.TimeDest that records how it was given its value.
+// timeDest is a driver.TimeDest that records how it was given its value.
 type timeDest struct {
 	t       time.Time
 	set     bool // SetTime

@@ -6,25 +6,25 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 	"github.com/settlehq/settle/core/sqlqueue/sqlqueuetest"
+	"go.uber.org/goleak"
 )
 
 // rowLockForTest gives the suite's row-lock cases an engine path to run on SQLite. It is
 // test-only: SQLite has no row locks, so the claim transaction (BEGIN IMMEDIATE) holds the
 // whole database's write lock until its rows settle, which serialises claimants; the dialect
-// declares sqlqueue.SingleWriter, so the suite runs those cases with one worker. The package
+// declares driver.SingleWriter, so the suite runs those cases with one worker. The package
 // itself offers no row-lock constructor.
 type rowLockForTest struct{ *dialect }
 
-func (rowLockForTest) RowLockClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
-	return sqlqueue.SelectClaim(s, ""), nil
+func (rowLockForTest) RowLockClaim(s *driver.Schema) (driver.Claim, error) {
+	return driver.SelectClaim(s, ""), nil
 }
 
-// LockClause and LockTimeout make the test-only row-lock form a sqlqueue.RowLocking, so that it
+// LockClause and LockTimeout make the test-only row-lock form a driver.RowLocking, so that it
 // can count attempts at claim: its transaction holds the whole database, so a SELECT needs no
 // clause to lock what it reads, and no row lock is ever waited for.
 func (rowLockForTest) LockClause(bool) string                 { return "" }

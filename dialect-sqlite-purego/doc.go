@@ -12,11 +12,11 @@
 // drain rates are compared in bench/README.md.
 //
 // It is written only against settle's exported API, and is the worked example of the guide to
-// writing a dialect (docs/custom-dialect.md): it declares its SQL family (sqlqueue.SQLFamily:
+// writing a dialect (docs/custom-dialect.md): it declares its SQL family (driver.SQLFamily:
 // SQLite, so custom events and plugins treat its SQL as SQLite's), one writer at a time
-// (sqlqueue.SingleWriter), its column types (sqlqueue.DDLTypes, for outbox.DDL) and its
-// tables' identity (sqlqueue.TableIdentity); advisory keys live in the process
-// (sqlqueue.LocalKeys); its tests run sqlqueuetest and core/transporttest.
+// (driver.SingleWriter), its column types (driver.DDLTypes, for outbox.DDL) and its
+// tables' identity (driver.TableIdentity); advisory keys live in the process
+// (driver.LocalKeys); its tests run sqlqueuetest and core/transporttest.
 //
 // Open sets WAL journaling and a busy timeout, and begins every transaction with BEGIN
 // IMMEDIATE, so that concurrent claimants queue for the write lock instead of deadlocking on a
@@ -33,7 +33,7 @@
 // handler mounted with sqlqueue.Transactional() holds that lock while it works, so keep such
 // handlers short.
 //
-// Advisory keys are an in-process registry (sqlqueue.LocalKeys), shared with every DB of the
+// Advisory keys are an in-process registry (driver.LocalKeys), shared with every DB of the
 // process on the same file (this dialect's and dialect-sqlite's alike): they serialise rows
 // with the same key among the subscriptions of one process, and while an advisory subscription
 // runs the process holds an exclusive lock on the companion file <database>-settle-keys, so an

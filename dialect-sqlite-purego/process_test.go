@@ -14,6 +14,7 @@ import (
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/coretest"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // runAdvisory runs an App with one advisory subscription on the file at path until ctx ends,
@@ -58,7 +59,7 @@ func TestSecondProcessAdvisoryRefused(t *testing.T) {
 		err := runAdvisory(ctx, path, nil)
 		if err != nil {
 			os.Stdout.WriteString(err.Error())
-			if errors.Is(err, sqlqueue.ErrKeysHeldElsewhere) {
+			if errors.Is(err, driver.ErrKeysHeldElsewhere) {
 				os.Exit(3)
 			}
 			os.Exit(4)

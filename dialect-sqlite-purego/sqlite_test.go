@@ -13,6 +13,7 @@ import (
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/outbox"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 func TestOpenRefuses(t *testing.T) {
@@ -100,37 +101,6 @@ func TestIsTransient(t *testing.T) {
 	}
 }
 
-func TestTimesOrderAsText(t *testing.T) {
-	d := &dialect{}
-	a := time.Date(2026, 1, 1, 0, 0, 0, 900_000_000, time.UTC)
-	b := a.Add(time.Microsecond * 200_000) // crosses a second: .9 → 1.1
-	sa, sb := d.Time(a).(string), d.Time(b).(string)
-	if !(sa < sb) || len(sa) != len(sb) {
-		t.Errorf("%s and %s do not order as text", sa, sb)
-	}
-	back, err := ParseTime(sb)
-	if err != nil || !back.Equal(b) {
-		t.Errorf("ParseTime(%s) = %v, %v", sb, back, err)
-	}
-	if d.Time(time.Date(2026, 1, 1, 3, 0, 0, 0, time.FixedZone("x", 3*3600))) != d.Time(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
-		t.Errorf("times are not stored in UTC")
-	}
-}
-
-func TestColumnKinds(t *testing.T) {
-	for decl, want := range map[string]sqlqueue.ColumnKind{
-		"INTEGER": sqlqueue.KindInteger, "BIGINT": sqlqueue.KindInteger, "TEXT": sqlqueue.KindText, "VARCHAR(20)": sqlqueue.KindText,
-		"BLOB": sqlqueue.KindBytes, "": sqlqueue.KindBytes, "JSON": sqlqueue.KindJSON, "DATETIME": sqlqueue.KindTime, "NUMERIC": sqlqueue.KindUnknown,
-		"BOOLEAN": sqlqueue.KindBool, "REAL": sqlqueue.KindFloat, "DOUBLE PRECISION": sqlqueue.KindFloat,
-	} {
-		if got := kind(decl); got != want {
-			t.Errorf("kind(%q) = %v; want %v", decl, got, want)
-		}
-	}
-}
-
-// TestCapabilities: the dialect declares SQLite's family, one writer at a time and column
-// types; nothing depends on its name, which is not "sqlite". outbox.DDL builds its table.
 func TestCapabilities(t *testing.T) {
 	ctx := context.Background()
 	db, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))
@@ -139,8 +109,8 @@ func TestCapabilities(t *testing.T) {
 	}
 	defer db.Close()
 	d := db.Dialect()
-	if d.Name() == "sqlite" || sqlqueue.FamilyOf(d) != sqlqueue.FamilySQLite || !sqlqueue.IsSingleWriter(d) {
-		t.Fatalf("name %q, family %q, single writer %v", d.Name(), sqlqueue.FamilyOf(d), sqlqueue.IsSingleWriter(d))
+	if d.Name() == "sqlite" || sqlqueue.FamilyOf(d) != sqlqueue.FamilySQLite || !driver.IsSingleWriter(d) {
+		t.Fatalf("name %q, family %q, single writer %v", d.Name(), sqlqueue.FamilyOf(d), driver.IsSingleWriter(d))
 	}
 	ddl, err := outbox.DDL(d, "box")
 	if err != nil {

@@ -197,8 +197,8 @@ func drainRaw(b *testing.B, s Sync, n int, merged bool) (float64, float64) {
 	var pending []any // merged: the previous batch, settled with the next claim
 	for left > 0 {
 		now := time.Now().UTC()
-		tok := (&dialect{}).Time(now.Add(lease))
-		nowS := (&dialect{}).Time(now)
+		tok := (newDialect(nil)).Time(now.Add(lease))
+		nowS := (newDialect(nil)).Time(now)
 		tx := begin()
 		if len(pending) > 0 {
 			settle(tx, pending)

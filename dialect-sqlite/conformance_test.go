@@ -8,6 +8,7 @@ import (
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 	"github.com/settlehq/settle/core/sqlqueue/sqlqueuetest"
 )
 
@@ -17,11 +18,11 @@ import (
 // itself offers no row-lock constructor.
 type rowLockForTest struct{ sqlqueue.Dialect }
 
-func (rowLockForTest) RowLockClaim(s *sqlqueue.Schema) (sqlqueue.Claim, error) {
-	return sqlqueue.SelectClaim(s, ""), nil
+func (rowLockForTest) RowLockClaim(s *driver.Schema) (driver.Claim, error) {
+	return driver.SelectClaim(s, ""), nil
 }
 
-// LockClause and LockTimeout make the test-only row-lock form a sqlqueue.RowLocking, so that it
+// LockClause and LockTimeout make the test-only row-lock form a driver.RowLocking, so that it
 // can count attempts at claim: its transaction holds the whole database, so a SELECT needs no
 // clause to lock what it reads, and no row lock is ever waited for.
 func (rowLockForTest) LockClause(bool) string                 { return "" }

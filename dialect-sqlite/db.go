@@ -3,7 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/mattn/go-sqlite3"
-
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
+	"github.com/settlehq/settle/core/sqlqueue/sqlitecore"
 )
 
 // Sync is SQLite's synchronous setting.
@@ -274,17 +275,17 @@ func checkPool(ctx context.Context, pool *sql.DB) (string, error) {
 
 // connector opens connections of the driver of a pool New was given, on its file.
 type connector struct {
-	drv  driver.Driver
+	drv  sqldriver.Driver
 	name string
 }
 
-func (c connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.name) }
-func (c connector) Driver() driver.Driver                        { return c.drv }
+func (c connector) Connect(context.Context) (sqldriver.Conn, error) { return c.drv.Open(c.name) }
+func (c connector) Driver() sqldriver.Driver                        { return c.drv }
 
 func newDB(pool *sql.DB, owned bool, path string, o options) *DB {
-	keys := sqlqueue.LocalKeysFor(path)
+	keys := driver.LocalKeysFor(path)
 	return &DB{pool: pool, owned: owned, q: &keyedDB{DB: sqlqueue.StdDB(pool), pool: pool, keys: keys},
-		path: path, dialect: &dialect{keys: keys}, log: o.log, clock: o.clock}
+		path: path, dialect: newDialect(keys), log: o.log, clock: o.clock}
 }
 
 // keyedDB is the pool as the engine sees it: database/sql's, with reserved connections that
@@ -293,7 +294,7 @@ func newDB(pool *sql.DB, owned bool, path string, o options) *DB {
 type keyedDB struct {
 	sqlqueue.DB
 	pool *sql.DB
-	keys *sqlqueue.LocalKeys
+	keys *driver.LocalKeys
 }
 
 // Begin starts a transaction that ends, rolled back, when ctx does, as database/sql's do; its
@@ -351,24 +352,12 @@ func (t *engineTx) Rollback(ctx context.Context) error {
 	return t.Transaction.Rollback(ctx)
 }
 
-func (k *keyedDB) Conn(ctx context.Context) (sqlqueue.Conn, error) {
+func (k *keyedDB) Conn(ctx context.Context) (driver.Conn, error) {
 	c, err := k.DB.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &keyedConn{Conn: c, keys: k.keys}, nil
-}
-
-// keyedConn is a reserved connection whose advisory keys go with it when it is discarded, as a
-// server session's advisory locks go with the session.
-type keyedConn struct {
-	sqlqueue.Conn
-	keys *sqlqueue.LocalKeys
-}
-
-func (c *keyedConn) Discard() error {
-	c.keys.ReleaseConn(c)
-	return c.Conn.Discard()
+	return &sqlitecore.KeyedConn{Conn: c, Keys: k.keys}, nil
 }
 
 // Pool returns the database/sql pool, for the service's own statements.
@@ -399,46 +388,16 @@ func Lease(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 }
 
 // Advisory returns the advisory-lock-form endpoint of the queue table t. Keys live in this
-// process (sqlqueue.LocalKeys): while a subscription runs, the process holds an exclusive lock
+// process (driver.LocalKeys): while a subscription runs, the process holds an exclusive lock
 // on a companion file (the database file's name plus "-settle-keys"), and a subscription of
 // another process on the same file is refused at start with an error matching
-// sqlqueue.ErrKeysHeldElsewhere. Several processes on one file use the lease form.
+// driver.ErrKeysHeldElsewhere. Several processes on one file use the lease form.
 func Advisory(db *DB, t sqlqueue.Table, group string) (core.Endpoint, error) {
 	ep, err := sqlqueue.NewAdvisory(db.dialect, db.q, t, group)
 	if err != nil {
 		return nil, err
 	}
-	return &advisoryEndpoint{Endpoint: ep, keys: db.dialect.keys}, nil
-}
-
-// advisoryEndpoint holds the companion file's lock while its subscription runs.
-type advisoryEndpoint struct {
-	core.Endpoint
-	keys *sqlqueue.LocalKeys
-}
-
-func (e *advisoryEndpoint) Open(ctx context.Context, sub core.Subscription) (core.Source, core.Finisher, error) {
-	release, err := e.keys.Hold()
-	if err != nil {
-		return nil, nil, fmt.Errorf("sqlite: advisory subscription %q: %w", sub.Name, err)
-	}
-	src, fin, err := e.Endpoint.Open(ctx, sub)
-	if err != nil {
-		release()
-		return nil, nil, err
-	}
-	return &heldSource{Source: src, release: release}, fin, nil
-}
-
-// heldSource gives the companion file's lock back when the subscription's source closes.
-type heldSource struct {
-	core.Source
-	release func()
-}
-
-func (s *heldSource) Close() error {
-	defer s.release()
-	return s.Source.Close()
+	return sqlitecore.HoldKeys(ep, db.dialect.Keys(), "sqlite"), nil
 }
 
 // NewPublisher returns a publisher for the queue table t (and group). Its clock is the DB's

@@ -38,7 +38,7 @@
 // the machine's), at 7.8 allocations per message against the raw loop's 8.7. FULL and NORMAL
 // differed less there than on a disk whose sync is slow.
 //
-// Advisory keys are an in-process registry (sqlqueue.LocalKeys): they serialise rows with the
+// Advisory keys are an in-process registry (driver.LocalKeys): they serialise rows with the
 // same key among the subscriptions of one process, and while an advisory subscription runs the
 // process holds an exclusive lock on the companion file <database>-settle-keys, so an advisory
 // subscription of a second process on the same file is refused at start. Several processes on

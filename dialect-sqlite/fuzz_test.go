@@ -106,7 +106,7 @@ func FuzzTableDDL(f *testing.F) {
 	}
 	db.SetMaxOpenConns(1)
 	f.Cleanup(func() { db.Close() })
-	d := &dialect{}
+	d := newDialect(nil)
 	f.Fuzz(func(t *testing.T, schema, name, id, payload, grp, processed string, drop uint8) {
 		ctx := context.Background()
 		q := d.Quote(name)

@@ -53,35 +53,6 @@ func TestOpenSettings(t *testing.T) {
 	}
 }
 
-func TestTimesOrderAsText(t *testing.T) {
-	d := &dialect{}
-	a := time.Date(2026, 1, 1, 0, 0, 0, 900_000_000, time.UTC)
-	b := a.Add(time.Microsecond * 200_000) // crosses a second: .9 → 1.1
-	sa, sb := d.Time(a).(string), d.Time(b).(string)
-	if !(sa < sb) || len(sa) != len(sb) {
-		t.Errorf("%s and %s do not order as text", sa, sb)
-	}
-	back, err := ParseTime(sb)
-	if err != nil || !back.Equal(b) {
-		t.Errorf("ParseTime(%s) = %v, %v", sb, back, err)
-	}
-	if d.Time(time.Date(2026, 1, 1, 3, 0, 0, 0, time.FixedZone("x", 3*3600))) != d.Time(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
-		t.Errorf("times are not stored in UTC")
-	}
-}
-
-func TestColumnKinds(t *testing.T) {
-	for decl, want := range map[string]sqlqueue.ColumnKind{
-		"INTEGER": sqlqueue.KindInteger, "BIGINT": sqlqueue.KindInteger, "TEXT": sqlqueue.KindText, "VARCHAR(20)": sqlqueue.KindText,
-		"BLOB": sqlqueue.KindBytes, "": sqlqueue.KindBytes, "JSON": sqlqueue.KindJSON, "DATETIME": sqlqueue.KindTime, "NUMERIC": sqlqueue.KindUnknown,
-		"BOOLEAN": sqlqueue.KindBool, "REAL": sqlqueue.KindFloat, "DOUBLE PRECISION": sqlqueue.KindFloat,
-	} {
-		if got := kind(decl); got != want {
-			t.Errorf("kind(%q) = %v; want %v", decl, got, want)
-		}
-	}
-}
-
 func TestAdvisoryKeysPerFile(t *testing.T) {
 	dir := t.TempDir()
 	a, err := Open(context.Background(), filepath.Join(dir, "a.db"))

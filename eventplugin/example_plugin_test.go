@@ -241,8 +241,8 @@ func runBadStatements(t *testing.T, db *database, p *Plugin, form string) {
 			return core.Drop()
 		}
 		return nil
-	}, p.Events(db.dialect, table, EventAck), sqlqueue.BatchSize(1), sqlqueue.LeaseFor(time.Second),
-		sqlqueue.PollInterval(50*time.Millisecond)); err != nil {
+	}, append(leaseFor(form, time.Second), p.Events(db.dialect, table, EventAck), sqlqueue.BatchSize(1),
+		sqlqueue.PollInterval(50*time.Millisecond))...); err != nil {
 		t.Fatal(err)
 	}
 	a.start(t)
@@ -321,8 +321,8 @@ func runCrash(t *testing.T, db *database, p *Plugin, form string, badID int64, w
 			return core.Drop()
 		}
 		return nil
-	}, p.Events(db.dialect, table, EventAck), sqlqueue.BatchSize(1), sqlqueue.LeaseFor(time.Second),
-		sqlqueue.PollInterval(50*time.Millisecond)); err != nil {
+	}, append(leaseFor(form, time.Second), p.Events(db.dialect, table, EventAck), sqlqueue.BatchSize(1),
+		sqlqueue.PollInterval(50*time.Millisecond))...); err != nil {
 		t.Fatal(err)
 	}
 	a.start(t)
@@ -415,4 +415,13 @@ func runClaim(t *testing.T, db *database, p *Plugin, form string) {
 	if n := db.count(t, "SELECT count(*) FROM jobs"); n != 1 {
 		t.Errorf("%d rows left, want only the held-back one", n)
 	}
+}
+
+// leaseFor is sqlqueue.LeaseFor(d) for the lease form, and nothing for the others, which refuse
+// an option they would not read.
+func leaseFor(form string, d time.Duration) []core.Option {
+	if form != "lease" {
+		return nil
+	}
+	return []core.Option{sqlqueue.LeaseFor(d)}
 }

@@ -47,3 +47,22 @@ func redact(addr string) string {
 	}
 	return u.Redacted()
 }
+
+// The test servers' addresses: each from its environment variable, or the local default
+// ci/services.sh starts. Every module's tests take them from here.
+const (
+	// PostgresEnv names the PostgreSQL the tests use (a pgx URL).
+	PostgresEnv     = "SETTLE_TEST_PG_URL"
+	postgresDefault = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	// MariaDBEnv names the MariaDB the tests use (a go-sql-driver/mysql DSN).
+	MariaDBEnv     = "SETTLE_TEST_MARIADB_URL"
+	mariadbDefault = "root@tcp(127.0.0.1:3306)/test?parseTime=true"
+	// MySQLEnv names a MySQL 8 server to run the MySQL tests on; none by default.
+	MySQLEnv = "SETTLE_TEST_MYSQL_URL"
+)
+
+// PostgresURL is the PostgreSQL the tests use: SETTLE_TEST_PG_URL, or the local server.
+func PostgresURL() string { return Env(PostgresEnv, postgresDefault) }
+
+// MariaDBDSN is the MariaDB the tests use: SETTLE_TEST_MARIADB_URL, or the local server.
+func MariaDBDSN() string { return Env(MariaDBEnv, mariadbDefault) }

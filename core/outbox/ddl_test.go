@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // plainDialect declares nothing beyond sqlqueue.Dialect; its name is no name settle knows.
@@ -18,15 +19,15 @@ func (plainDialect) Placeholder(int) string { return "?" }
 func (plainDialect) Time(t time.Time) any   { return t }
 func (plainDialect) Returning() bool        { return true }
 func (plainDialect) MaxIdentifier() int     { return 10 }
-func (plainDialect) Columns(context.Context, sqlqueue.Queryer, sqlqueue.TableRef) ([]sqlqueue.ColumnInfo, error) {
+func (plainDialect) Columns(context.Context, sqlqueue.Queryer, sqlqueue.TableRef) ([]driver.ColumnInfo, error) {
 	return nil, nil
 }
 
 // typed declares its column types, under a name settle does not know either.
 type typed struct{ plainDialect }
 
-func (typed) DDLTypes() sqlqueue.Types {
-	return sqlqueue.Types{ID: "ID", Integer: "INT", Text: "TXT", Bytes: "BIN", JSON: "DOC", Time: "TS", TableOptions: " OPTS"}
+func (typed) DDLTypes() driver.Types {
+	return driver.Types{ID: "ID", Integer: "INT", Text: "TXT", Bytes: "BIN", JSON: "DOC", Time: "TS", TableOptions: " OPTS"}
 }
 
 // TestDDLFromDeclaredTypes: DDL follows the types a dialect declares, never its name; a dialect

@@ -175,6 +175,8 @@ type Outbox struct {
 	lookup, mark                           string
 	hasProcessed                           bool
 
+	marks marker // the receiver's marks of dropped and dead-lettered records
+
 	mu       sync.Mutex
 	inflight map[int64]bool // being published by Send or the relay
 	stop     context.CancelFunc

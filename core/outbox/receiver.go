@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/settlehq/settle/core"
@@ -51,8 +52,9 @@ func Receive(d sqlqueue.Dialect, db sqlqueue.DB, t Table, opts ...Option) (core.
 }
 
 // settled marks the record of a dropped or dead-lettered delivery once that settlement is
-// durable: those outcomes roll a transactional handler's writes back, the mark with them, so
-// it is made afterwards, on the outbox's database.
+// durable: those outcomes roll a transactional handler's writes back, the mark with them, so it
+// is made afterwards, on the outbox's database. It runs on the settlement path (an observer), so
+// it only hands the record to the marker, which writes on a goroutine of its own.
 func (o *Outbox) settled(s core.Settlement) {
 	if s.Err != nil || (s.Verdict.Action != core.ActDrop && s.Verdict.Action != core.ActDeadLetter) {
 		return
@@ -65,13 +67,107 @@ func (o *Outbox) settled(s core.Settlement) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := o.markProcessed(ctx, o.db, id); err != nil {
-		o.log.Warn("outbox receiver: marking a "+s.Verdict.Action.String()+" record processed failed; the next start publishes it again",
-			"queue", s.Queue, "message_id", s.Delivery.ID(), "attempt", s.Delivery.Attempt(), "record_id", id, "error", err)
+	o.marks.add(o, pendingMark{id: id, queue: s.Queue, action: s.Verdict.Action, message: s.Delivery.ID(), attempt: s.Delivery.Attempt()})
+}
+
+// markTimeout bounds one mark of a dropped or dead-lettered record.
+const markTimeout = 30 * time.Second
+
+// maxPendingMarks bounds the marks waiting for the database: past it (the database has been
+// away for long), a record is left unprocessed, and the next start publishes it again, as after
+// a mark that failed.
+const maxPendingMarks = 10000
+
+// pendingMark is the mark of one dropped or dead-lettered record, and what to log if it fails.
+type pendingMark struct {
+	id      int64
+	queue   string
+	action  core.Action
+	message string
+	attempt int
+}
+
+// marker writes the marks of dropped and dead-lettered records, on a goroutine that runs while
+// marks are pending and ends when none is: the settlement observer never waits for the
+// database (a mark waits up to markTimeout for it).
+type marker struct {
+	mu      sync.Mutex
+	pending []pendingMark
+	running bool
+	full    bool          // marks were left out since the marker was last below its bound
+	idle    chan struct{} // closed when the running marker ends
+}
+
+// add queues m, and starts the marker if it is not running.
+func (k *marker) add(o *Outbox, m pendingMark) {
+	k.mu.Lock()
+	if len(k.pending) >= maxPendingMarks {
+		warn := !k.full
+		k.full = true
+		k.mu.Unlock()
+		if warn {
+			o.log.Warn("outbox receiver: too many records wait to be marked processed; the next start publishes those left out again",
+				"queue", m.queue, "message_id", m.message, "attempt", m.attempt, "record_id", m.id, "pending", maxPendingMarks)
+		}
+		return
+	}
+	k.full = false
+	k.pending = append(k.pending, m)
+	start := !k.running
+	if start {
+		k.running = true
+		k.idle = make(chan struct{})
+	}
+	k.mu.Unlock()
+	if start {
+		go k.run(o)
 	}
 }
+
+// run marks what is pending, one record at a time, until nothing is.
+func (k *marker) run(o *Outbox) {
+	for {
+		k.mu.Lock()
+		if len(k.pending) == 0 {
+			k.running = false
+			close(k.idle)
+			k.mu.Unlock()
+			return
+		}
+		m := k.pending[0]
+		k.pending = k.pending[1:]
+		k.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
+		if err := o.markProcessed(ctx, o.db, m.id); err != nil {
+			o.log.Warn("outbox receiver: marking a "+m.action.String()+" record processed failed; the next start publishes it again",
+				"queue", m.queue, "message_id", m.message, "attempt", m.attempt, "record_id", m.id, "error", err)
+		}
+		cancel()
+	}
+}
+
+// wait waits until no mark is pending, or ctx ends.
+func (k *marker) wait(ctx context.Context) error {
+	k.mu.Lock()
+	if !k.running {
+		k.mu.Unlock()
+		return nil
+	}
+	idle := k.idle
+	k.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WaitMarked waits until the records of the drops and dead letters settled so far are marked
+// processed (or their marks failed and were logged), or ctx ends. The receiver marks them on a
+// goroutine of its own, so that no settlement waits for the outbox's database; Close waits for
+// them too.
+func (o *Outbox) WaitMarked(ctx context.Context) error { return o.marks.wait(ctx) }
 
 type receiptKey struct{}
 

@@ -32,14 +32,15 @@ func (o *Outbox) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the relay, waiting for the record it is publishing.
+// Close stops the relay, waiting for the record it is publishing, and waits for the receiver's
+// pending marks (WaitMarked).
 func (o *Outbox) Close() error {
 	if o.stop != nil {
 		o.stop()
 		<-o.done
 		o.stop = nil
 	}
-	return nil
+	return o.marks.wait(context.Background())
 }
 
 // Kick makes the relay run now instead of at its next sweep.

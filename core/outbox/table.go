@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // Table describes an outbox table the service owns. ID, Destination, Payload and PublishedAt are
@@ -127,7 +128,7 @@ func (t Table) check(ctx context.Context, d sqlqueue.Dialect, q sqlqueue.Queryer
 }
 
 // DDL returns the CREATE TABLE statement of a standard outbox table, spelled with the column
-// types the dialect declares (sqlqueue.DDLTypes; settle's SQLite, PostgreSQL and MySQL/MariaDB
+// types the dialect declares (driver.DDLTypes; settle's SQLite, PostgreSQL and MySQL/MariaDB
 // dialects do). For sqlite it is:
 //
 //	CREATE TABLE IF NOT EXISTS "outbox" (
@@ -144,12 +145,12 @@ func DDL(d sqlqueue.Dialect, name string) (string, error) {
 	if err := t.Validate(); err != nil {
 		return "", err
 	}
-	if err := sqlqueue.CheckIdentifier(d, "outbox table name", name); err != nil {
+	if err := driver.CheckIdentifier(d, "outbox table name", name); err != nil {
 		return "", err
 	}
-	dt, ok := d.(sqlqueue.DDLTypes)
+	dt, ok := d.(driver.DDLTypes)
 	if !ok {
-		return "", fmt.Errorf("outbox: dialect %s declares no column types (sqlqueue.DDLTypes); create table %s yourself with the columns id (auto-increment primary key), destination (text), payload (bytes), headers (JSON or text), created_at, published_at and processed_at (times as the dialect stores them)", d.Name(), name)
+		return "", fmt.Errorf("outbox: dialect %s declares no column types (driver.DDLTypes); create table %s yourself with the columns id (auto-increment primary key), destination (text), payload (bytes), headers (JSON or text), created_at, published_at and processed_at (times as the dialect stores them)", d.Name(), name)
 	}
 	ty := dt.DDLTypes()
 	q := d.Quote

@@ -144,7 +144,17 @@
 // came from), core.HeaderDeadAt and core.HeaderError (the reason); core.ParseDeadLetterInfo
 // reads them back. Custom events receive the reason in EventInput.Reason.
 //
+// # Where the code is
+//
+// This package is what services use. The engine behind it is split by claim form, so that one
+// delivery's path is read in one folder: internal/lease, internal/rowlock and internal/advisory
+// each own their form's state, statements and goroutines (each package's doc lists its files in
+// a delivery's order), over internal/engine, the part every form shares and that names no form
+// (the settlement statements, holds, deadlines, wake-ups, custom events). The dialect SPI is
+// package driver; sqlitecore is the SQLite dialect both SQLite modules share.
+//
 // All time comes from the App's clock (core/clock): the engine computes every timestamp it
-// writes, so tests run on virtual time. Dialect authors start from dialect.go; every dialect
-// proves itself with the conformance suite in sqlqueuetest.
+// writes, so tests run on virtual time. Dialect authors start from package driver (core/sqlqueue/driver),
+// the service-provider interface; every dialect proves itself with the conformance suite in
+// sqlqueuetest.
 package sqlqueue

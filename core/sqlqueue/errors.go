@@ -1,70 +1,35 @@
 package sqlqueue
 
 import (
-	"errors"
-	"fmt"
-	"strconv"
+	"github.com/settlehq/settle/core/sqlqueue/internal/engine"
+	"github.com/settlehq/settle/core/sqlqueue/internal/lease"
 )
 
 // ErrLeaseLost is matched (errors.Is) by the error of a lease-form settlement whose row no
 // longer holds the delivery's lease: the lease ran out and a later claim owns the row. The
 // settlement changed nothing; the later claim settles the row.
-var ErrLeaseLost = errors.New("sqlqueue: lease lost")
+var ErrLeaseLost = lease.ErrLeaseLost
 
-// LeaseLostError says which row lost its lease; it matches ErrLeaseLost.
-type LeaseLostError struct {
-	// Queue and Table name where the row lives.
-	Queue, Table string
-	// ID and Attempt identify the delivery.
-	ID      int64
-	Attempt int
-}
-
-func (e *LeaseLostError) Error() string {
-	return "sqlqueue: queue " + strconv.Quote(e.Queue) + " on table " + e.Table + ": lease on row " +
-		strconv.FormatInt(e.ID, 10) + " (attempt " + strconv.Itoa(e.Attempt) + ") ran out; another claim owns it"
-}
-
-// Is makes errors.Is(err, ErrLeaseLost) hold.
-func (e *LeaseLostError) Is(target error) bool { return target == ErrLeaseLost }
-
-// ColumnError is the start-up error for a table that lacks a column it was described with,
-// or has it with a type of the wrong kind.
-type ColumnError struct {
-	// Table is the table checked.
-	Table string
-	// Column is the column's name; Role is which column of the description it is (attempt,
-	// locked_until, …).
-	Column, Role string
-	// Reason says what is wrong.
-	Reason string
-}
-
-func (e *ColumnError) Error() string {
-	if e.Column == "" {
-		return fmt.Sprintf("sqlqueue: table %s: %s", e.Table, e.Reason)
-	}
-	return fmt.Sprintf("sqlqueue: table %s, column %s (%s): %s", e.Table, e.Column, e.Role, e.Reason)
-}
+// LeaseLostError says which row lost its lease (its Queue and Table, the row's ID and the
+// delivery's Attempt); it matches ErrLeaseLost.
+type LeaseLostError = lease.LeaseLostError
 
 // ErrRowHeld is the error of a settlement whose row another session held locked: after a
 // grouped settlement waited out the lock timeout, the rows that were free were settled and the
 // held ones failed at once, without waiting again. Test for it with errors.Is.
-var ErrRowHeld = errors.New("sqlqueue: row locked by another session")
+var ErrRowHeld = lease.ErrRowHeld
 
-// RowHeldError is ErrRowHeld for one delivery.
-type RowHeldError struct {
-	// Queue and Table name where the row lives.
-	Queue, Table string
-	// ID and Attempt identify the delivery.
-	ID      int64
-	Attempt int
-}
+// RowHeldError is ErrRowHeld for one delivery (its Queue and Table, the row's ID and the
+// delivery's Attempt).
+type RowHeldError = lease.RowHeldError
 
-func (e *RowHeldError) Error() string {
-	return "sqlqueue: queue " + strconv.Quote(e.Queue) + " on table " + e.Table + ": row " + strconv.FormatInt(e.ID, 10) +
-		" (attempt " + strconv.Itoa(e.Attempt) + ") is locked by another session; the settlement is retried"
-}
+// SettlementError is what a row whose settlement failed records as its last error: the
+// Verdict whose settlement failed, and Err, why.
+type SettlementError = engine.SettlementError
 
-// Is reports ErrRowHeld.
-func (e *RowHeldError) Is(target error) bool { return target == ErrRowHeld }
+// ErrNotTransactional is returned by Tx for a handler not mounted with Transactional().
+var ErrNotTransactional = engine.ErrNotTransactional
+
+// HeadersError is the header a delivery reports when its headers column is not a JSON object
+// of strings.
+const HeadersError = engine.HeadersError

@@ -1,6 +1,10 @@
 package sqlqueue
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/settlehq/settle/core/sqlqueue/internal/engine"
+)
 
 // namedPostgres calls itself "postgres" and declares nothing: a name is not a family.
 type namedPostgres struct{ pgLike }
@@ -30,7 +34,7 @@ func TestFamilyIsDeclaredNeverNamed(t *testing.T) {
 		if f := FamilyOf(c.d); f != c.family {
 			t.Errorf("FamilyOf(%s) = %q, want %q", c.d.Name(), f, c.family)
 		}
-		if s := systemName(FamilyOf(c.d)); s != c.system {
+		if s := engine.SystemName(FamilyOf(c.d)); s != c.system {
 			t.Errorf("messaging.system of %s = %q, want %q", c.d.Name(), s, c.system)
 		}
 	}

@@ -1,12 +1,12 @@
 package sqlqueue
 
 import (
-	"reflect"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue/internal/engine"
+	"github.com/settlehq/settle/core/sqlqueue/internal/golden"
 )
 
 // hinting is pgLike with ByIDHints, spelled as MySQL pins the primary key.
@@ -17,32 +17,28 @@ func (hinting) DeleteByIDs(q string) string {
 	return "DELETE " + q + " FROM " + q + " FORCE INDEX (PRIMARY)"
 }
 
-func renderWith(t *testing.T, d interface {
-	LeaseDialect
-	RowLockDialect
-	AdvisoryDialect
-}, f Form, tb Table, dlRef TableRef) *runtime {
+// renderWith renders the statements of form f on table tb (group "g" where it has one) whose
+// dead letter is the table dlRef, or the group "g.dead", spelled by d.
+func renderWith(t *testing.T, d Dialect, f Form, tb Table, dlRef TableRef) []engine.Named {
 	t.Helper()
 	group := ""
 	if tb.Columns.Group != "" {
 		group = "g"
 	}
-	q, err := newQueue(f, d, stubDB{}, tb, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.lease, q.rowLock, q.adv = d, d, d
 	dest := "g.dead"
 	if dlRef.Name != "" {
 		dest = dlRef.Name
 	}
-	rt := &runtime{q: q, s: q.schema, d: q.d, cfg: configOf(&core.Options{}), dlRef: dlRef,
-		sub: core.Subscription{Options: &core.Options{DeadLetterTo: dest}}}
-	if err := rt.render(); err != nil {
+	list, err := golden.Statements(d, f, tb, group, engine.Hints{}, core.DeadLetterAfter(3, dest))
+	if err != nil {
 		t.Fatal(err)
 	}
-	return rt
+	return list
 }
+
+// byIDs are the statements that name many rows by id (… AND id IN (…)), which ByIDHints
+// start.
+var byIDs = map[string]bool{"doneMany": true, "doneIDs": true}
 
 // TestByIDHintsOnlyOnGroupedStatements renders every form on tables with and without group and
 // processed_at columns, with and without ByIDHints: the statements naming many rows by id start
@@ -61,48 +57,35 @@ func TestByIDHintsOnlyOnGroupedStatements(t *testing.T) {
 		}
 		for _, f := range []Form{FormLease, FormRowLock, FormAdvisory} {
 			plain, hint := renderWith(t, pgLike{}, f, tb, dl), renderWith(t, hinting{}, f, tb, dl)
-			pv, hv := reflect.ValueOf(plain.st), reflect.ValueOf(hint.st)
-			for i := range pv.NumField() {
-				name := pv.Type().Field(i).Name
-				switch pf, hf := pv.Field(i), hv.Field(i); {
-				case pf.Type() == reflect.TypeFor[*inList]():
-					// Unexported fields cannot be Interface()d; the pointers are read as they are.
-					p, h := (*inList)(unsafe.Pointer(pf.Pointer())), (*inList)(unsafe.Pointer(hf.Pointer()))
-					if p == nil {
-						continue
-					}
-					for _, n := range []int{1, 3} {
-						ps, hs := p.sql(n), h.sql(n)
-						var want string
-						switch {
-						case strings.HasPrefix(ps, "UPDATE "+plain.s.QTable+" SET "):
-							want = "UPDATE " + plain.s.QTable + " FORCE INDEX (PRIMARY)" + strings.TrimPrefix(ps, "UPDATE "+plain.s.QTable)
-						case strings.HasPrefix(ps, "DELETE FROM "+plain.s.QTable+" WHERE "):
-							want = "DELETE " + plain.s.QTable + " FROM " + plain.s.QTable + " FORCE INDEX (PRIMARY)" + strings.TrimPrefix(ps, "DELETE FROM "+plain.s.QTable)
-						default:
-							t.Fatalf("%v %s: %s is not an UPDATE or DELETE of the queue table", f, name, ps)
-						}
-						if hs != want {
-							t.Errorf("%v %s(%d):\n got %s\nwant %s", f, name, n, hs, want)
-						}
-						hinted++
-					}
-				case pf.Kind() == reflect.String:
-					if p, h := pf.String(), hf.String(); h != p {
-						t.Errorf("%v %s changed by hints:\n got %s\nwant %s", f, name, h, p)
-					}
-				}
+			if len(plain) != len(hint) {
+				t.Fatalf("%v: %d statements without hints, %d with", f, len(plain), len(hint))
 			}
-		}
-		// SelectThenUpdateClaim's UPDATE names its rows by id too; its SELECT is left alone.
-		ps, _ := NewSchema(pgLike{}, tb)
-		hs, _ := NewSchema(hinting{}, tb)
-		pc, hc := SelectThenUpdateClaim(ps, " FOR UPDATE").(*selectUpdateClaim), SelectThenUpdateClaim(hs, " FOR UPDATE").(*selectUpdateClaim)
-		if pc.sel.sql != hc.sel.sql {
-			t.Errorf("the claim's SELECT changed by hints:\n got %s\nwant %s", hc.sel.sql, pc.sel.sql)
-		}
-		if want := "UPDATE " + ps.QTable + " FORCE INDEX (PRIMARY)" + strings.TrimPrefix(pc.upd.sql(2), "UPDATE "+ps.QTable); hc.upd.sql(2) != want {
-			t.Errorf("the claim's UPDATE:\n got %s\nwant %s", hc.upd.sql(2), want)
+			qtable := `"jobs"`
+			if tb.Schema != "" {
+				qtable = `"` + tb.Schema + `"."jobs"`
+			}
+			for i, p := range plain {
+				h := hint[i]
+				if !byIDs[p.Name] {
+					if h.SQL != p.SQL {
+						t.Errorf("%v %s changed by hints:\n got %s\nwant %s", f, p.Name, h.SQL, p.SQL)
+					}
+					continue
+				}
+				var want string
+				switch {
+				case strings.HasPrefix(p.SQL, "UPDATE "+qtable+" SET "):
+					want = "UPDATE " + qtable + " FORCE INDEX (PRIMARY)" + strings.TrimPrefix(p.SQL, "UPDATE "+qtable)
+				case strings.HasPrefix(p.SQL, "DELETE FROM "+qtable+" WHERE "):
+					want = "DELETE " + qtable + " FROM " + qtable + " FORCE INDEX (PRIMARY)" + strings.TrimPrefix(p.SQL, "DELETE FROM "+qtable)
+				default:
+					t.Fatalf("%v %s: %s is not an UPDATE or DELETE of the queue table", f, p.Name, p.SQL)
+				}
+				if h.SQL != want {
+					t.Errorf("%v %s:\n got %s\nwant %s", f, p.Name, h.SQL, want)
+				}
+				hinted++
+			}
 		}
 	}
 	if hinted == 0 {

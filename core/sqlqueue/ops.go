@@ -10,6 +10,10 @@ import (
 
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/ops"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
+	"github.com/settlehq/settle/core/sqlqueue/internal/engine"
+	"github.com/settlehq/settle/core/sqlqueue/internal/sqltext"
+	"github.com/settlehq/settle/core/sqlqueue/internal/sqltime"
 )
 
 // Ops is the operations view (ops.Queue) of one queue table and its dead letter, on any
@@ -39,7 +43,7 @@ import (
 type Ops struct {
 	d       Dialect
 	db      DB
-	s       *Schema
+	s       *driver.Schema
 	group   string
 	dead    string   // dead-letter group, or the dead-letter table's name
 	deadRef TableRef // dead-letter table (tables without a group column)
@@ -51,11 +55,11 @@ type Ops struct {
 	stats, deadCount, list string
 	statsSlots             []any // nowSlot and groupSlot markers, bound per call
 	listArgs               []any // arguments before the cursor and limit
-	byIDs, purgeIDs        *inList
+	byIDs, purgeIDs        *sqltext.InList
 	// back redrives, by KeepAttempts: group tables set the group (origin, dead group, then
 	// ids), dead-letter tables copy back (ids).
-	back         [2]*inList
-	deleteIDs    *inList // dead-letter tables: delete the rows copied back, unless moveDirect
+	back         [2]*sqltext.InList
+	deleteIDs    *sqltext.InList // dead-letter tables: delete the rows copied back, unless moveDirect
 	purgeAll     string
 	purgeAllArgs []any
 	moveDirect   bool // back moves in one statement (Mover): no deleteIDs
@@ -83,11 +87,11 @@ func OpsClock(c clock.Clock) OpsOption {
 // checks the tables against the catalogue: a missing table or column gives an error matching
 // ops.ErrTargetNotFound.
 func NewOps(ctx context.Context, d Dialect, db DB, t Table, group, dead string, opts ...OpsOption) (*Ops, error) {
-	q, err := newQueue(0, d, db, t, group)
+	q, err := engine.NewQueue("publisher", d, db, t, group)
 	if err != nil {
 		return nil, err
 	}
-	o := &Ops{d: d, db: db, s: q.schema, group: group, dead: dead, clock: clock.Real(), name: q.name}
+	o := &Ops{d: d, db: db, s: q.Schema, group: group, dead: dead, clock: clock.Real(), name: q.Name}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, errors.New("sqlqueue.NewOps: nil option")
@@ -97,12 +101,12 @@ func NewOps(ctx context.Context, d Dialect, db DB, t Table, group, dead string, 
 		}
 	}
 	ref := t.Ref()
-	if err := checkColumns(ctx, d, db, q.schema.Table, ref); err != nil {
+	if err := driver.CheckColumns(ctx, d, db, q.Schema.Table, ref); err != nil {
 		return nil, targetErr(err)
 	}
 	switch {
 	case dead == "":
-	case q.schema.Group != "":
+	case q.Schema.Group != "":
 		if dead == group {
 			return nil, fmt.Errorf("sqlqueue: queue %q on table %s cannot be its own dead letter", group, ref)
 		}
@@ -115,7 +119,7 @@ func NewOps(ctx context.Context, d Dialect, db DB, t Table, group, dead string, 
 		if dr == ref {
 			return nil, fmt.Errorf("sqlqueue: table %s cannot be its own dead-letter table", ref)
 		}
-		if err := checkColumns(ctx, d, db, q.schema.Table, dr); err != nil {
+		if err := driver.CheckColumns(ctx, d, db, q.Schema.Table, dr); err != nil {
 			return nil, targetErr(fmt.Errorf("dead-letter table: %w", err))
 		}
 		o.deadRef, o.deadName = dr, "table "+dr.String()
@@ -199,7 +203,7 @@ func (o *Ops) render() {
 	s, d := o.s, o.d
 	o.qdead = s.QTable
 	if o.deadRef.Name != "" {
-		o.qdead = quoteRef(d, o.deadRef)
+		o.qdead = driver.QuoteRef(d, o.deadRef)
 	}
 	o.stats = o.renderStats()
 	if o.dead == "" {
@@ -226,8 +230,8 @@ func (o *Ops) render() {
 	n := len(a.args)
 	o.list = "SELECT " + cols + " FROM " + o.qdead + " WHERE " + o.deadWhere(&sqlArgs{d: d}) + " AND " + s.ID + " > " +
 		d.Placeholder(n+1) + " ORDER BY " + s.ID + " LIMIT " + d.Placeholder(n+2)
-	o.byIDs = newInList(d, "SELECT "+cols+" FROM "+o.qdead+" WHERE "+o.deadWhere(&sqlArgs{d: d})+" AND "+s.ID+" IN (", ") ORDER BY "+s.ID, n+1)
-	o.purgeIDs = newInList(d, "DELETE FROM "+o.qdead+" WHERE "+o.deadWhere(&sqlArgs{d: d})+" AND "+s.ID+" IN (", ")", n+1)
+	o.byIDs = sqltext.NewInList(d.Placeholder, "SELECT "+cols+" FROM "+o.qdead+" WHERE "+o.deadWhere(&sqlArgs{d: d})+" AND "+s.ID+" IN (", ") ORDER BY "+s.ID, n+1)
+	o.purgeIDs = sqltext.NewInList(d.Placeholder, "DELETE FROM "+o.qdead+" WHERE "+o.deadWhere(&sqlArgs{d: d})+" AND "+s.ID+" IN (", ")", n+1)
 	o.purgeAll, o.purgeAllArgs = "DELETE FROM "+o.qdead+" WHERE "+o.deadWhere(&sqlArgs{d: d}), a.args
 
 	for i, keep := range []bool{false, true} {
@@ -244,7 +248,7 @@ func (o *Ops) render() {
 
 // renderMoveGroup renders the group redrive: the origin group is the first argument, the
 // dead-letter group the second, then the ids.
-func (o *Ops) renderMoveGroup(keep bool) *inList {
+func (o *Ops) renderMoveGroup(keep bool) *sqltext.InList {
 	s, d := o.s, o.d
 	set := s.Group + " = " + d.Placeholder(1)
 	if s.Attempt != "" && !keep {
@@ -262,22 +266,22 @@ func (o *Ops) renderMoveGroup(keep bool) *inList {
 	if s.ProcessedAt != "" {
 		where += " AND " + s.ProcessedAt + " IS NULL"
 	}
-	return newInList(d, "UPDATE "+s.QTable+" SET "+set+" WHERE "+where+" AND "+s.ID+" IN (", ")", 3)
+	return sqltext.NewInList(d.Placeholder, "UPDATE "+s.QTable+" SET "+set+" WHERE "+where+" AND "+s.ID+" IN (", ")", 3)
 }
 
 // renderCopyBack renders the dead-letter table redrive: copy the rows back into the queue
 // table (without their ids: the queue table gives them new ones), then delete them; with a
 // Mover, one statement does both. keep marks the KeepAttempts variant.
-func (o *Ops) renderCopyBack(keep bool) *inList {
+func (o *Ops) renderCopyBack(keep bool) *sqltext.InList {
 	s, d := o.s, o.d
 	var cols, exprs []string
-	for _, c := range s.Table.columns() {
-		if c.name == "" || c.role == "id" {
+	for _, c := range s.Table.ColumnList() {
+		if c.Name == "" || c.Role == "id" {
 			continue
 		}
-		q := d.Quote(c.name)
+		q := d.Quote(c.Name)
 		e := q
-		switch c.role {
+		switch c.Role {
 		case "locked_until", "retry_after", "processed_at":
 			e = "NULL"
 		case "attempt":
@@ -302,11 +306,11 @@ func (o *Ops) renderCopyBack(keep bool) *inList {
 		const mark = "\x00ids\x00"
 		stmt := m.MoveStatement(o.qdead, s.QTable, cols, exprs, where+mark+")")
 		if pre, post, ok := strings.Cut(stmt, mark); ok {
-			return newInList(d, pre, post, 1)
+			return sqltext.NewInList(d.Placeholder, pre, post, 1)
 		}
 		o.moveDirect = false // a Mover that does not pass where through: copy, then delete
 	}
-	return newInList(d, "INSERT INTO "+s.QTable+" ("+strings.Join(cols, ", ")+") SELECT "+strings.Join(exprs, ", ")+
+	return sqltext.NewInList(d.Placeholder, "INSERT INTO "+s.QTable+" ("+strings.Join(cols, ", ")+") SELECT "+strings.Join(exprs, ", ")+
 		" FROM "+o.qdead+" WHERE "+where, ") ORDER BY "+s.ID, 1)
 }
 
@@ -387,7 +391,7 @@ func (o *Ops) Stats(ctx context.Context) (ops.Stats, error) {
 	case o.s.CreatedAt == "":
 		st.Unmeasured = append(st.Unmeasured, ops.Unmeasured{Figure: ops.FigureOldestReady, Why: "the table has no created_at column"})
 	case oldest != nil:
-		t, err := scanTime(oldest)
+		t, err := sqltime.Parse(oldest)
 		if err != nil {
 			st.Unmeasured = append(st.Unmeasured, ops.Unmeasured{Figure: ops.FigureOldestReady, Why: "created_at: " + err.Error()})
 		} else {
@@ -421,31 +425,6 @@ func scanOne(rows Rows, dest ...any) error {
 		return err
 	}
 	return rows.Close()
-}
-
-// scanTime reads a time column as a dialect stores it: a time.Time, or text in one of the
-// layouts SQLite's and MySQL's clients give.
-func scanTime(v any) (time.Time, error) {
-	var s string
-	switch x := v.(type) {
-	case time.Time:
-		return x.UTC(), nil
-	case []byte:
-		s = string(x)
-	case string:
-		s = x
-	default:
-		return time.Time{}, fmt.Errorf("a %T is not a time", v)
-	}
-	if t, ok := parseUTC(s); ok {
-		return t, nil
-	}
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999", "2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999Z07:00"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%q is not a time", s)
 }
 
 func parseID(s string) (int64, bool) {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/settlehq/settle/core/ops"
+	"github.com/settlehq/settle/core/sqlqueue/internal/sqltext"
+	"github.com/settlehq/settle/core/sqlqueue/internal/sqltime"
 )
 
 // opsBatch is how many rows one listing query reads and one redrive or purge statement moves.
@@ -44,7 +46,7 @@ func (o *Ops) scanDead(rows Rows, dst []deadRow) ([]deadRow, error) {
 			r.d.Count = c
 		}
 		if created != nil {
-			r.d.Created, _ = scanTime(created)
+			r.d.Created, _ = sqltime.Parse(created)
 		}
 		switch e := lastErr.(type) {
 		case string:
@@ -149,7 +151,7 @@ func (o *Ops) lookup(ctx context.Context, ids []string) ([]deadRow, error) {
 		for _, n := range part {
 			args = append(args, n)
 		}
-		rows, err := o.db.Query(ctx, o.byIDs.sql(len(part)), args...)
+		rows, err := o.db.Query(ctx, o.byIDs.SQL(len(part)), args...)
 		if err != nil {
 			return nil, fmt.Errorf("sqlqueue: reading %s: %w", o.deadName, err)
 		}
@@ -249,7 +251,7 @@ func (o *Ops) Redrive(ctx context.Context, s ops.Selection, opt ops.RedriveOptio
 }
 
 // redriveGroups sets each row's group back to its origin, one UPDATE per origin.
-func (o *Ops) redriveGroups(ctx context.Context, stmt *inList, rows []deadRow) (int, error) {
+func (o *Ops) redriveGroups(ctx context.Context, stmt *sqltext.InList, rows []deadRow) (int, error) {
 	byOrigin := map[string][]any{}
 	var order []string
 	for _, r := range rows {
@@ -265,7 +267,7 @@ func (o *Ops) redriveGroups(ctx context.Context, stmt *inList, rows []deadRow) (
 	moved := 0
 	for _, to := range order {
 		ids := byOrigin[to]
-		res, err := o.db.Exec(ctx, stmt.sql(len(ids)), append([]any{to, o.dead}, ids...)...)
+		res, err := o.db.Exec(ctx, stmt.SQL(len(ids)), append([]any{to, o.dead}, ids...)...)
 		if err != nil {
 			return moved, fmt.Errorf("sqlqueue: redriving %d dead letters of %s to group %q: %w", len(ids), o.deadName, to, err)
 		}
@@ -276,7 +278,7 @@ func (o *Ops) redriveGroups(ctx context.Context, stmt *inList, rows []deadRow) (
 
 // redriveTable copies rows back into the queue table and deletes them from the dead-letter
 // table in one transaction (or one statement).
-func (o *Ops) redriveTable(ctx context.Context, stmt *inList, rows []deadRow) (int, error) {
+func (o *Ops) redriveTable(ctx context.Context, stmt *sqltext.InList, rows []deadRow) (int, error) {
 	ids := make([]any, len(rows))
 	for i, r := range rows {
 		if r.d.Origin != "" && r.d.Origin != o.name {
@@ -286,7 +288,7 @@ func (o *Ops) redriveTable(ctx context.Context, stmt *inList, rows []deadRow) (i
 		ids[i] = r.id
 	}
 	if o.moveDirect {
-		res, err := o.db.Exec(ctx, stmt.sql(len(ids)), ids...)
+		res, err := o.db.Exec(ctx, stmt.SQL(len(ids)), ids...)
 		if err != nil {
 			return 0, fmt.Errorf("sqlqueue: moving %d dead letters of %s back to table %s: %w", len(ids), o.deadName, o.name, err)
 		}
@@ -297,11 +299,11 @@ func (o *Ops) redriveTable(ctx context.Context, stmt *inList, rows []deadRow) (i
 		return 0, fmt.Errorf("sqlqueue: redriving from %s: %w", o.deadName, err)
 	}
 	defer tx.Rollback(ctx)
-	copied, err := tx.Exec(ctx, stmt.sql(len(ids)), ids...)
+	copied, err := tx.Exec(ctx, stmt.SQL(len(ids)), ids...)
 	if err != nil {
 		return 0, fmt.Errorf("sqlqueue: copying %d dead letters of %s back to table %s: %w", len(ids), o.deadName, o.name, err)
 	}
-	deleted, err := tx.Exec(ctx, o.deleteIDs.sql(len(ids)), ids...)
+	deleted, err := tx.Exec(ctx, o.deleteIDs.SQL(len(ids)), ids...)
 	if err != nil {
 		return 0, fmt.Errorf("sqlqueue: deleting %d redriven dead letters from %s: %w", len(ids), o.deadName, err)
 	}
@@ -338,7 +340,7 @@ func (o *Ops) Purge(ctx context.Context, s ops.Selection) (int, error) {
 		for _, r := range rows {
 			args = append(args, r.id)
 		}
-		res, err := o.db.Exec(ctx, o.purgeIDs.sql(len(rows)), args...)
+		res, err := o.db.Exec(ctx, o.purgeIDs.SQL(len(rows)), args...)
 		if err != nil {
 			return fmt.Errorf("sqlqueue: purging %d dead letters of %s: %w", len(rows), o.deadName, err)
 		}

@@ -8,81 +8,51 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue/internal/engine"
 )
 
 // Defaults of the mount options.
 const (
 	// DefaultLease is how long a lease-form claim holds a row before another claim may take
 	// it; the engine extends it at half its length while the handler works.
-	DefaultLease = 30 * time.Second
+	DefaultLease = engine.DefaultLease
 	// DefaultPollInterval is how long a claimant waits after finding the queue empty, unless
 	// a publish wakes it first.
-	DefaultPollInterval = time.Second
+	DefaultPollInterval = engine.DefaultPollInterval
 	// DefaultFlushLinger bounds how long a finished delivery waits for others to share its
 	// settlement statement.
-	DefaultFlushLinger = 20 * time.Millisecond
+	DefaultFlushLinger = engine.DefaultFlushLinger
 	// DefaultMaxFlush is the most deliveries settled by one grouped flush.
-	DefaultMaxFlush = 500
+	DefaultMaxFlush = engine.DefaultMaxFlush
 	// DefaultLockTimeout bounds how long a settling statement waits for a row another session
 	// holds locked (lease form: at most a quarter of the lease).
-	DefaultLockTimeout = 5 * time.Second
+	DefaultLockTimeout = engine.DefaultLockTimeout
 	// DefaultMaxBatch is the largest claim the lease and row-lock forms make when no BatchSize
 	// is given: claims start at 10 rows per worker (at most 100) and grow while the workers get
 	// through them fast. It equals DefaultMaxFlush, so that a claim's settlements fit one grouped
 	// statement; a smaller FlushLimits lowers it to that limit.
-	DefaultMaxBatch = 500
+	DefaultMaxBatch = engine.DefaultMaxBatch
 	// DefaultStatementTimeout bounds every statement the engine runs in the background.
-	DefaultStatementTimeout = 30 * time.Second
+	DefaultStatementTimeout = engine.DefaultStatementTimeout
 )
-
-type configKey struct{}
-
-// config is the engine's part of a subscription's options.
-type config struct {
-	transactional bool
-	lease         time.Duration
-	batch         int
-	batchAuto     bool // no BatchSize: the lease and row-lock forms size their claims (adapt)
-	batchMax      int  // with batchAuto: the largest automatic claim
-	poll          time.Duration
-	perMessage    bool
-	maxFlush      int
-	linger        time.Duration
-	advisoryKey   string
-	events        [numEvents]Event
-	lockWait      time.Duration
-	stmtTimeout   time.Duration
-	count         int8 // row lock: 0 default (count at claim with a cap), 1 on, -1 off
-}
-
-func defaultConfig() *config {
-	return &config{lease: DefaultLease, poll: DefaultPollInterval, maxFlush: DefaultMaxFlush, linger: DefaultFlushLinger,
-		lockWait: DefaultLockTimeout, stmtTimeout: DefaultStatementTimeout}
-}
-
-// configOf returns the engine's options of a subscription (the defaults when none was given);
-// endpoints call it while they open, which tells core the options were understood.
-func configOf(o *core.Options) config {
-	if v, ok := o.Ext(configKey{}); ok {
-		return *v.(*config)
-	}
-	return *defaultConfig()
-}
 
 // option makes an engine mount option; name spells it in errors (core refuses it, naming it, on
 // an endpoint of another backend).
-func option(name string, f func(c *config) error) core.Option {
+// option makes an engine mount option, one of those forms read or refuse (engine.Option); name
+// spells it in errors (core refuses it, naming it, on an endpoint of another backend).
+func option(opt engine.Option, name string, f func(c *engine.Config) error) core.Option {
 	return core.OptionFunc(func(o *core.Options) error {
-		var c *config
-		if v, ok := o.Ext(configKey{}); ok {
-			c = v.(*config)
+		var c *engine.Config
+		if v, ok := o.Ext(engine.ConfigKey{}); ok {
+			c = v.(*engine.Config)
 		} else {
-			c = defaultConfig()
+			c = engine.DefaultConfig()
 		}
 		if err := f(c); err != nil {
 			return err
 		}
-		o.SetExt(configKey{}, name, c)
+		c.Given |= opt
+		o.SetExt(engine.ConfigKey{}, name, c)
 		return nil
 	})
 }
@@ -93,17 +63,18 @@ func option(name string, f func(c *config) error) core.Option {
 // then settles. In the lease form the transaction begins on first use, and a lost lease rolls
 // everything back and reports ErrLeaseLost.
 func Transactional() core.Option {
-	return option("sqlqueue.Transactional()", func(c *config) error { c.transactional = true; return nil })
+	return option(engine.OptTransactional, "sqlqueue.Transactional()", func(c *engine.Config) error { c.Transactional = true; return nil })
 }
 
 // LeaseFor sets the lease-form lease (default 30 s). The engine extends it at half its length
-// while the handler works; d must be positive.
+// while the handler works; d must be positive. The row-lock and advisory forms refuse it when
+// the subscription starts (they hold no lease).
 func LeaseFor(d time.Duration) core.Option {
-	return option("sqlqueue.LeaseFor", func(c *config) error {
+	return option(engine.OptLeaseFor, "sqlqueue.LeaseFor", func(c *engine.Config) error {
 		if d <= 0 {
 			return fmt.Errorf("sqlqueue.LeaseFor(%v): the lease must be positive", d)
 		}
-		c.lease = d
+		c.Lease = d
 		return nil
 	})
 }
@@ -123,11 +94,11 @@ func LeaseFor(d time.Duration) core.Option {
 // process at one row and doubles from there, so that a row that crashes the process ends up
 // claimed alone.)
 func BatchSize(n int) core.Option {
-	return option("sqlqueue.BatchSize", func(c *config) error {
+	return option(engine.OptBatchSize, "sqlqueue.BatchSize", func(c *engine.Config) error {
 		if n < 1 {
 			return fmt.Errorf("sqlqueue.BatchSize(%d): need at least 1", n)
 		}
-		c.batch = n
+		c.Batch = n
 		return nil
 	})
 }
@@ -136,11 +107,11 @@ func BatchSize(n int) core.Option {
 // publish through a Publisher of the same process, or a dialect's notification, wakes it at
 // once.
 func PollInterval(d time.Duration) core.Option {
-	return option("sqlqueue.PollInterval", func(c *config) error {
+	return option(engine.OptPollInterval, "sqlqueue.PollInterval", func(c *engine.Config) error {
 		if d <= 0 {
 			return fmt.Errorf("sqlqueue.PollInterval(%v): the interval must be positive", d)
 		}
-		c.poll = d
+		c.Poll = d
 		return nil
 	})
 }
@@ -164,14 +135,14 @@ func PollInterval(d time.Duration) core.Option {
 // (bench/README.md); with PerMessage (a claim per row) it doubles the commits. A row that
 // another claimant takes between the two transactions is left to it and counted again there:
 // an attempt spent without a handler run, never two handlers at once. The lease and advisory
-// forms always count at claim. Counting at claim needs a dialect that can lock rows by id
+// forms always count at claim, and refuse the option. Counting at claim needs a dialect that can lock rows by id
 // (RowLocking: PostgreSQL, MySQL, MariaDB), and does not apply to a custom claim event, whose
 // SQL counts as it likes.
 func CountAtClaim(on bool) core.Option {
-	return option("sqlqueue.CountAtClaim", func(c *config) error {
-		c.count = -1
+	return option(engine.OptCountAtClaim, "sqlqueue.CountAtClaim", func(c *engine.Config) error {
+		c.Count = -1
 		if on {
-			c.count = 1
+			c.Count = 1
 		}
 		return nil
 	})
@@ -181,25 +152,28 @@ func CountAtClaim(on bool) core.Option {
 // settlements: the lease form then commits once per message and the row-lock form claims one
 // row per transaction. It costs throughput (one commit per message caps a queue at a few
 // thousand messages a second) and buys the shortest time between a handler's return and its
-// durable settlement.
+// durable settlement. The advisory form, which settles every delivery on its own anyway,
+// refuses it.
 func PerMessage() core.Option {
-	return option("sqlqueue.PerMessage()", func(c *config) error { c.perMessage = true; return nil })
+	return option(engine.OptPerMessage, "sqlqueue.PerMessage()", func(c *engine.Config) error { c.PerMessage = true; return nil })
 }
 
 // FlushLimits bounds grouped settlement in the lease form: one flush settles at most max
 // deliveries, and a finished delivery waits at most linger (on the App's clock) for others to
 // share its flush. A flush also starts at once when every claimed delivery of the subscription
 // has finished and no claim is coming to settle them in its own transaction (the claimant waits
-// for rows, or the subscription is stopping). Defaults: 500 and 20 ms.
+// for rows, or the subscription is stopping). Defaults: 500 and 20 ms. The row-lock form reads
+// max only (a claim's grouped settlement goes in statements of at most max rows); the advisory
+// form, which settles each delivery at once, refuses the option.
 func FlushLimits(max int, linger time.Duration) core.Option {
-	return option("sqlqueue.FlushLimits", func(c *config) error {
+	return option(engine.OptFlushLimits, "sqlqueue.FlushLimits", func(c *engine.Config) error {
 		if max < 1 {
 			return fmt.Errorf("sqlqueue.FlushLimits(%d, %v): max must be at least 1", max, linger)
 		}
 		if linger < 0 {
 			return fmt.Errorf("sqlqueue.FlushLimits(%d, %v): linger must not be negative", max, linger)
 		}
-		c.maxFlush, c.linger = max, linger
+		c.MaxFlush, c.Linger = max, linger
 		return nil
 	})
 }
@@ -212,11 +186,11 @@ func FlushLimits(max int, linger time.Duration) core.Option {
 // quarter of the lease, so that an extension that had to wait still writes a lease end well
 // in the future.
 func LockTimeout(d time.Duration) core.Option {
-	return option("sqlqueue.LockTimeout", func(c *config) error {
+	return option(engine.OptLockTimeout, "sqlqueue.LockTimeout", func(c *engine.Config) error {
 		if d <= 0 {
 			return fmt.Errorf("sqlqueue.LockTimeout(%v): the timeout must be positive", d)
 		}
-		c.lockWait = d
+		c.LockWait = d
 		return nil
 	})
 }
@@ -226,66 +200,49 @@ func LockTimeout(d time.Duration) core.Option {
 // given back when a subscription stops (default 30 s). A statement past it is cancelled and
 // reported as failed, so that nothing blocks a subscription's Close forever.
 func StatementTimeout(d time.Duration) core.Option {
-	return option("sqlqueue.StatementTimeout", func(c *config) error {
+	return option(engine.OptStatementTimeout, "sqlqueue.StatementTimeout", func(c *engine.Config) error {
 		if d <= 0 {
 			return fmt.Errorf("sqlqueue.StatementTimeout(%v): the timeout must be positive", d)
 		}
-		c.stmtTimeout = d
+		c.StmtTimeout = d
 		return nil
 	})
 }
 
 // AdvisoryKey sets the SQL expression over the queue table's columns whose value keys the
 // advisory lock of a row (default: the id column). Rows with the same key are worked one at a
-// time. The expression is the user's own SQL and is spliced as given.
+// time. The expression is the user's own SQL and is spliced as given. The lease and row-lock
+// forms refuse it.
 func AdvisoryKey(expr string) core.Option {
-	return option("sqlqueue.AdvisoryKey", func(c *config) error {
+	return option(engine.OptAdvisoryKey, "sqlqueue.AdvisoryKey", func(c *engine.Config) error {
 		if strings.TrimSpace(expr) == "" {
 			return errors.New("sqlqueue.AdvisoryKey(\"\"): the key expression is empty")
 		}
-		c.advisoryKey = expr
+		c.AdvisoryKey = expr
 		return nil
 	})
 }
 
 // EventKind names a statement a subscription may replace with its own.
-type EventKind uint8
+type EventKind = engine.EventKind
 
+// The statements a custom event may replace.
 const (
 	// EventClaim replaces the claim: its last statement must return the claimed rows' id,
 	// payload, attempt and headers (NULL when absent), in that order; in the lease form it
 	// must stamp locked_until = EventInput.Token.
-	EventClaim EventKind = iota
+	EventClaim = engine.EventClaim
 	// EventAck replaces the statement of an ack.
-	EventAck
+	EventAck = engine.EventAck
 	// EventDrop replaces the statement of a drop.
-	EventDrop
+	EventDrop = engine.EventDrop
 	// EventRetry replaces the statement of a retry.
-	EventRetry
+	EventRetry = engine.EventRetry
 	// EventRetryAfter replaces the statement of a retry after a delay.
-	EventRetryAfter
+	EventRetryAfter = engine.EventRetryAfter
 	// EventDeadLetter replaces the move to the dead letter.
-	EventDeadLetter
-	numEvents
+	EventDeadLetter = engine.EventDeadLetter
 )
-
-func (k EventKind) String() string {
-	switch k {
-	case EventClaim:
-		return "claim"
-	case EventAck:
-		return "ack"
-	case EventDrop:
-		return "drop"
-	case EventRetry:
-		return "retry"
-	case EventRetryAfter:
-		return "retry_after"
-	case EventDeadLetter:
-		return "dead_letter"
-	}
-	return "event(?)"
-}
 
 // EventInput is what a custom event is told. It is plain data, so an out-of-process plugin can
 // receive it and answer with statements.
@@ -330,14 +287,6 @@ type Statement struct {
 	Wrap func(error) error
 }
 
-// wrap applies s.Wrap to err.
-func (s Statement) wrap(err error) error {
-	if s.Wrap != nil {
-		return s.Wrap(err)
-	}
-	return err
-}
-
 // Event returns the statements that replace one of the dialect's. They run in place of the
 // dialect's: in the same transaction (lease flush, row-lock claim) or on the same connection
 // (advisory). In the lease form, statements that together change no row report ErrLeaseLost.
@@ -346,14 +295,29 @@ type Event func(ctx context.Context, in EventInput) ([]Statement, error)
 
 // OnEvent replaces the dialect's statement for kind with ev.
 func OnEvent(kind EventKind, ev Event) core.Option {
-	return option("sqlqueue.OnEvent", func(c *config) error {
-		if kind >= numEvents {
+	return option(engine.OptOnEvent, "sqlqueue.OnEvent", func(c *engine.Config) error {
+		if kind >= engine.NumEvents {
 			return fmt.Errorf("sqlqueue.OnEvent(%d): unknown event kind", kind)
 		}
 		if ev == nil {
 			return fmt.Errorf("sqlqueue.OnEvent(%v, nil): no event function", kind)
 		}
-		c.events[kind] = ev
+		c.Events[kind] = adaptEvent(ev)
 		return nil
 	})
+}
+
+// adaptEvent is ev as the engine runs it: EventInput and Statement have the engine's fields.
+func adaptEvent(ev Event) engine.Event {
+	return func(ctx context.Context, in engine.EventInput) ([]engine.Statement, error) {
+		stmts, err := ev(ctx, EventInput(in))
+		if err != nil {
+			return nil, err
+		}
+		out := make([]engine.Statement, len(stmts))
+		for i, s := range stmts {
+			out[i] = engine.Statement(s)
+		}
+		return out, nil
+	}
 }

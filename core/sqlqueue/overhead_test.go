@@ -65,8 +65,8 @@ type memDialect struct{ pgLike }
 
 func (memDialect) Columns(context.Context, Queryer, TableRef) ([]ColumnInfo, error) {
 	var out []ColumnInfo
-	for _, c := range overheadTable().columns() {
-		out = append(out, ColumnInfo{Name: c.name})
+	for _, c := range overheadTable().ColumnList() {
+		out = append(out, ColumnInfo{Name: c.Name})
 	}
 	return out, nil
 }

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
+	"github.com/settlehq/settle/core/sqlqueue/internal/engine"
 )
 
 // Publisher inserts messages into one queue: a table, or a group of a table with a group
@@ -17,13 +18,12 @@ import (
 type Publisher struct {
 	d      Dialect
 	db     DB
-	s      *Schema
+	s      *driver.Schema
 	group  string
 	codec  core.Codec
 	clock  clock.Clock
-	wake   *wakeEntry
-	notify Notifier
-	ref    QueueRef
+	notify driver.Notifier
+	ref    driver.QueueRef
 	prop   core.Propagator // PublishPropagator; nil: the one the context carries
 	sql    [4]string       // by (delay, headers)
 }
@@ -57,11 +57,11 @@ func PublishClock(c clock.Clock) PublisherOption {
 // NewPublisher returns a Publisher for the queue table t (and group, in a table with a group
 // column). Dialect modules wrap it.
 func NewPublisher(d Dialect, db DB, t Table, group string, opts ...PublisherOption) (*Publisher, error) {
-	q, err := newQueue(0, d, db, t, group)
+	q, err := engine.NewQueue("publisher", d, db, t, group)
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher{d: d, db: db, s: q.schema, group: group, codec: core.JSON, clock: clock.Real(), ref: q.ref()}
+	p := &Publisher{d: d, db: db, s: q.Schema, group: group, codec: core.JSON, clock: clock.Real(), ref: q.Ref()}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("sqlqueue.NewPublisher: nil option")
@@ -70,36 +70,8 @@ func NewPublisher(d Dialect, db DB, t Table, group string, opts ...PublisherOpti
 			return nil, err
 		}
 	}
-	p.notify, _ = d.(Notifier)
-	p.wake = wakes.entry(db, p.ref)
-	s := p.s
-	for i := range p.sql {
-		delay, headers := i&1 != 0, i&2 != 0
-		cols := []string{s.Payload}
-		if s.Group != "" {
-			cols = append(cols, s.Group)
-		}
-		if s.Attempt != "" {
-			cols = append(cols, s.Attempt)
-		}
-		if s.CreatedAt != "" {
-			cols = append(cols, s.CreatedAt)
-		}
-		if delay && s.RetryAfter != "" {
-			cols = append(cols, s.RetryAfter)
-		}
-		if headers && s.Headers != "" {
-			cols = append(cols, s.Headers)
-		}
-		ph := make([]string, len(cols))
-		for j := range cols {
-			ph[j] = d.Placeholder(j + 1)
-		}
-		p.sql[i] = "INSERT INTO " + s.QTable + " (" + strings.Join(cols, ", ") + ") VALUES (" + strings.Join(ph, ", ") + ")"
-		if d.Returning() {
-			p.sql[i] += " RETURNING " + s.ID
-		}
-	}
+	p.notify, _ = d.(driver.Notifier)
+	p.sql = engine.Inserts(q)
 	return p, nil
 }
 
@@ -195,7 +167,7 @@ func (p *Publisher) PublishRaw(ctx context.Context, payload []byte, opts ...Publ
 			return id, fmt.Errorf("sqlqueue: notifying queue %q: %w", p.Queue(), err)
 		}
 	}
-	p.wake.notify()
+	engine.NotifyQueue(p.db, p.ref) // this process's claimants, if it has any
 	return id, nil
 }
 

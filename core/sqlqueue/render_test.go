@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/sqlqueue/internal/engine"
+	"github.com/settlehq/settle/core/sqlqueue/internal/golden"
 )
 
 // pgLike is a dialect with numbered placeholders, so the tests see that every statement
@@ -33,7 +35,9 @@ func (pgLike) Columns(context.Context, Queryer, TableRef) ([]ColumnInfo, error) 
 func (pgLike) TryLock(context.Context, Conn, string) (bool, error) { return true, nil }
 func (pgLike) Unlock(context.Context, Conn, string) error          { return nil }
 
-func rendered(t *testing.T, f Form, tb Table, dest string) *runtime {
+// rendered renders the statements of a subscription of form f to table tb (its group "g" when
+// it has a group column) whose dead letter is dest, by name.
+func rendered(t *testing.T, f Form, tb Table, dest string, opts ...core.Option) map[string]string {
 	t.Helper()
 	group := ""
 	if tb.Columns.Group != "" {
@@ -51,34 +55,48 @@ func rendered(t *testing.T, f Form, tb Table, dest string) *runtime {
 	if err == nil {
 		t.Fatal("a nil database must be refused")
 	}
-	q, err := newQueue(f, pgLike{}, stubDB{}, tb, group)
+	if dest != "" {
+		opts = append(opts, core.DeadLetterAfter(3, dest))
+	}
+	list, err := golden.Statements(pgLike{}, f, tb, group, engine.Hints{}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q.lease, q.rowLock, q.adv = pgLike{}, pgLike{}, pgLike{}
-	rt := &runtime{q: q, s: q.schema, d: q.d, cfg: configOf(&core.Options{}), sub: core.Subscription{Options: &core.Options{DeadLetterTo: dest}}}
-	if err := rt.render(); err != nil {
+	return golden.Map(list)
+}
+
+// args lists the values the placeholders of the statement named name take, by name.
+func args(t *testing.T, f Form, tb Table, name string) []string {
+	t.Helper()
+	list, err := golden.Statements(pgLike{}, f, tb, "g", engine.Hints{}, core.DeadLetterAfter(3, "dead"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	return rt
+	for _, n := range list {
+		if n.Name == name {
+			return n.Args
+		}
+	}
+	t.Fatalf("%v renders no %s", f, name)
+	return nil
 }
 
 type stubDB struct{ DB }
 
 func TestLeaseStatements(t *testing.T) {
-	rt := rendered(t, FormLease, StandardTable("jobs"), "g.dead")
+	st := rendered(t, FormLease, StandardTable("jobs"), "g.dead")
 	for name, c := range map[string][2]string{
-		"done":       {rt.st.done, `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
-		"doneMany":   {rt.st.doneMany.sql(3), `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "locked_until" = $2 AND "id" IN ($3, $4, $5)`},
-		"release":    {rt.st.release, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
-		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
-		"retry":      {rt.st.retry, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
-		"dlGroup":    {rt.st.dlGroup, `UPDATE "jobs" SET "grp" = $1, "retry_after" = NULL, "locked_until" = NULL, "headers" = $2 WHERE "id" = $3 AND "locked_until" = $4`},
-		"extend":     {rt.st.extend, `UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`},
-		"claim":      {rt.claim.(*stmtClaim).sql, `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "locked_until" IS NULL ORDER BY "id" LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
-		"rescue":     {rt.rescue.(*stmtClaim).sql, `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "locked_until" IS NOT NULL AND "locked_until" <= $4 ORDER BY "id" LIMIT $5 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
-		"unclaim":    {rt.st.unclaim, `UPDATE "jobs" SET "locked_until" = NULL, "attempt" = "attempt" - 1 WHERE "id" = $1 AND "locked_until" = $2`},
-		"hold":       {rt.st.hold, `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
+		"done":       {st["done"], `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
+		"doneMany":   {st["doneMany"], `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "locked_until" = $2 AND "id" IN ($3, $4, $5)`},
+		"release":    {st["release"], `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
+		"retryAfter": {st["retryAfter"], `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
+		"retry":      {st["retry"], `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
+		"dlGroup":    {st["dlGroup"], `UPDATE "jobs" SET "grp" = $1, "retry_after" = NULL, "locked_until" = NULL, "headers" = $2 WHERE "id" = $3 AND "locked_until" = $4`},
+		"extend":     {st["extend"], `UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`},
+		"claim":      {st["claim"], `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "locked_until" IS NULL ORDER BY "id" LIMIT $4 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
+		"rescue":     {st["rescue"], `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN (SELECT "id" FROM "jobs" WHERE "grp" = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "locked_until" IS NOT NULL AND "locked_until" <= $4 ORDER BY "id" LIMIT $5 FOR UPDATE SKIP LOCKED) RETURNING "id", "payload", "attempt", "headers", "created_at"`},
+		"unclaim":    {st["unclaim"], `UPDATE "jobs" SET "locked_until" = NULL, "attempt" = "attempt" - 1 WHERE "id" = $1 AND "locked_until" = $2`},
+		"hold":       {st["hold"], `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("%s:\n got %s\nwant %s", name, c[0], c[1])
@@ -89,18 +107,14 @@ func TestLeaseStatements(t *testing.T) {
 func TestRowLockStatements(t *testing.T) {
 	tb := StandardTable("jobs")
 	tb.Columns.Group, tb.Columns.ProcessedAt, tb.Columns.LockedUntil = "", "", ""
-	rt := rendered(t, FormRowLock, tb, "jobs_dead")
-	rt.dlRef = TableRef{Name: "jobs_dead"}
-	if err := rt.render(); err != nil {
-		t.Fatal(err)
-	}
+	st := rendered(t, FormRowLock, tb, "jobs_dead", CountAtClaim(false))
 	for name, c := range map[string][2]string{
-		"done":       {rt.st.done, `DELETE FROM "jobs" WHERE "id" = $1`},
-		"retry":      {rt.st.retry, `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1`},
-		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" = $2`},
-		"dlCopy":     {rt.st.dlCopy, `INSERT INTO "jobs_dead" ("id", "payload", "attempt", "retry_after", "headers", "created_at") SELECT "id", "payload", "attempt" + 1, NULL, "headers", "created_at" FROM "jobs" WHERE "id" = $1`},
-		"dlDelete":   {rt.st.dlDelete, `DELETE FROM "jobs" WHERE "id" = $1`},
-		"claim":      {rt.claim.(*stmtClaim).sql, `SELECT "id", "payload", "attempt" + 1, "headers", "created_at" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) ORDER BY "id" LIMIT $2 FOR UPDATE SKIP LOCKED`},
+		"done":       {st["done"], `DELETE FROM "jobs" WHERE "id" = $1`},
+		"retry":      {st["retry"], `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1`},
+		"retryAfter": {st["retryAfter"], `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" = $2`},
+		"dlCopy":     {st["dlCopy"], `INSERT INTO "jobs_dead" ("id", "payload", "attempt", "retry_after", "headers", "created_at") SELECT "id", "payload", "attempt" + 1, NULL, "headers", "created_at" FROM "jobs" WHERE "id" = $1`},
+		"dlDelete":   {st["dlDelete"], `DELETE FROM "jobs" WHERE "id" = $1`},
+		"claim":      {st["claim"], `SELECT "id", "payload", "attempt" + 1, "headers", "created_at" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) ORDER BY "id" LIMIT $2 FOR UPDATE SKIP LOCKED`},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("%s:\n got %s\nwant %s", name, c[0], c[1])
@@ -109,30 +123,28 @@ func TestRowLockStatements(t *testing.T) {
 }
 
 func TestAdvisoryStatements(t *testing.T) {
-	rt := rendered(t, FormAdvisory, StandardTable("jobs"), "g.dead")
+	st := rendered(t, FormAdvisory, StandardTable("jobs"), "g.dead")
 	for name, c := range map[string][2]string{
-		"candidates": {rt.st.candidates, `SELECT "id", "id"::text, CASE WHEN "locked_until" IS NULL THEN 0 ELSE 1 END FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) ORDER BY "id" LIMIT $3`},
-		"takeStamp":  {rt.st.takeStamp, `UPDATE "jobs" SET "attempt" = "attempt" + 1, "locked_until" = $1 WHERE "id" = $2 AND "grp" = $3 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $4)`},
-		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2`},
-		"done":       {rt.st.done, `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2`},
-		"retry":      {rt.st.retry, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1`},
-		"untake":     {rt.st.untake, `UPDATE "jobs" SET "locked_until" = NULL, "attempt" = "attempt" - 1 WHERE "id" = $1`},
+		"candidates": {st["candidates"], `SELECT "id", "id"::text, CASE WHEN "locked_until" IS NULL THEN 0 ELSE 1 END FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) ORDER BY "id" LIMIT $3`},
+		"takeStamp":  {st["takeStamp"], `UPDATE "jobs" SET "attempt" = "attempt" + 1, "locked_until" = $1 WHERE "id" = $2 AND "grp" = $3 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $4)`},
+		"retryAfter": {st["retryAfter"], `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2`},
+		"done":       {st["done"], `UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2`},
+		"retry":      {st["retry"], `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1`},
+		"untake":     {st["untake"], `UPDATE "jobs" SET "locked_until" = NULL, "attempt" = "attempt" - 1 WHERE "id" = $1`},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("%s:\n got %s\nwant %s", name, c[0], c[1])
 		}
 	}
-	at := time.Unix(1, 0)
-	args := rt.st.takeB.bindID(ClaimParams{Now: at, Group: "g"}, 7, nil)
-	if len(args) != 4 || args[1] != int64(7) || args[2] != "g" {
-		t.Errorf("takeStamp arguments = %v; want now, the id, group, now", args)
+	if a := args(t, FormAdvisory, StandardTable("jobs"), "takeStamp"); strings.Join(a, ", ") != "now, id, group, now" {
+		t.Errorf("takeStamp arguments = %v; want now, the id, group, now", a)
 	}
 	// Without locked_until the advisory form marks nothing and its retry writes nothing.
 	tb := StandardTable("jobs")
 	tb.Columns.LockedUntil = ""
-	rt = rendered(t, FormAdvisory, tb, "g.dead")
-	if rt.st.retry != "" || rt.st.untake != "" {
-		t.Errorf("without locked_until: retry %q, untake %q; want none", rt.st.retry, rt.st.untake)
+	st = rendered(t, FormAdvisory, tb, "g.dead")
+	if st["retry"] != "" || st["untake"] != "" {
+		t.Errorf("without locked_until: retry %q, untake %q; want none", st["retry"], st["untake"])
 	}
 }
 
@@ -142,12 +154,12 @@ func TestAdvisoryStatements(t *testing.T) {
 func TestLastErrorStatements(t *testing.T) {
 	tb := StandardTable("jobs")
 	tb.Columns.LastError = "last_error"
-	rt := rendered(t, FormLease, tb, "g.dead")
+	st := rendered(t, FormLease, tb, "g.dead")
 	for name, c := range map[string][2]string{
-		"release":    {rt.st.release, `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
-		"retry":      {rt.st.retry, `UPDATE "jobs" SET "locked_until" = NULL, "last_error" = $1 WHERE "id" = $2 AND "locked_until" = $3`},
-		"retryAfter": {rt.st.retryAfter, `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL, "last_error" = $2 WHERE "id" = $3 AND "locked_until" = $4`},
-		"dlGroup":    {rt.st.dlGroup, `UPDATE "jobs" SET "grp" = $1, "retry_after" = NULL, "locked_until" = NULL, "headers" = $2, "last_error" = $3 WHERE "id" = $4 AND "locked_until" = $5`},
+		"release":    {st["release"], `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`},
+		"retry":      {st["retry"], `UPDATE "jobs" SET "locked_until" = NULL, "last_error" = $1 WHERE "id" = $2 AND "locked_until" = $3`},
+		"retryAfter": {st["retryAfter"], `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL, "last_error" = $2 WHERE "id" = $3 AND "locked_until" = $4`},
+		"dlGroup":    {st["dlGroup"], `UPDATE "jobs" SET "grp" = $1, "retry_after" = NULL, "locked_until" = NULL, "headers" = $2, "last_error" = $3 WHERE "id" = $4 AND "locked_until" = $5`},
 	} {
 		if c[0] != c[1] {
 			t.Errorf("lease %s:\n got %s\nwant %s", name, c[0], c[1])
@@ -155,40 +167,22 @@ func TestLastErrorStatements(t *testing.T) {
 	}
 	tb.Columns.Group, tb.Columns.LockedUntil, tb.Columns.ProcessedAt = "", "", ""
 	for _, f := range []Form{FormRowLock, FormAdvisory} {
-		rt := rendered(t, f, tb, "jobs_dead")
-		rt.dlRef = TableRef{Name: "jobs_dead"}
-		if err := rt.render(); err != nil {
-			t.Fatal(err)
-		}
+		st := rendered(t, f, tb, "jobs_dead", rowLockCount(f)...)
 		retry := `UPDATE "jobs" SET "last_error" = $1 WHERE "id" = $2`
 		if f == FormRowLock {
 			retry = `UPDATE "jobs" SET "attempt" = "attempt" + 1, "last_error" = $1 WHERE "id" = $2`
 		}
 		for name, c := range map[string][2]string{
-			"retry":  {rt.st.retry, retry},
-			"dlNote": {rt.st.dlNote, `UPDATE "jobs" SET "headers" = $1, "last_error" = $2 WHERE "id" = $3`},
+			"retry":  {st["retry"], retry},
+			"dlNote": {st["dlNote"], `UPDATE "jobs" SET "headers" = $1, "last_error" = $2 WHERE "id" = $3`},
 		} {
 			if c[0] != c[1] {
 				t.Errorf("%v %s:\n got %s\nwant %s", f, name, c[0], c[1])
 			}
 		}
-		if !strings.Contains(rt.st.dlCopy, `"last_error") SELECT`) {
-			t.Errorf("%v: the dead-letter copy leaves last_error out: %s", f, rt.st.dlCopy)
+		if !strings.Contains(st["dlCopy"], `"last_error") SELECT`) {
+			t.Errorf("%v: the dead-letter copy leaves last_error out: %s", f, st["dlCopy"])
 		}
-	}
-}
-
-func TestSelectThenUpdateClaim(t *testing.T) {
-	s, err := NewSchema(pgLike{}, StandardTable("jobs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := SelectThenUpdateClaim(s, " FOR UPDATE SKIP LOCKED").(*selectUpdateClaim)
-	if want := `SELECT "id", "payload", "attempt" + 1, "headers", "created_at" FROM "jobs" WHERE "grp" = $1 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $2) AND "locked_until" IS NULL ORDER BY "id" LIMIT $3 FOR UPDATE SKIP LOCKED`; c.sel.sql != want {
-		t.Errorf("select:\n got %s\nwant %s", c.sel.sql, want)
-	}
-	if want := `UPDATE "jobs" SET "locked_until" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2, $3)`; c.upd.sql(2) != want {
-		t.Errorf("update:\n got %s\nwant %s", c.upd.sql(2), want)
 	}
 }
 
@@ -237,7 +231,7 @@ func TestConstructorsRefuse(t *testing.T) {
 		t.Errorf("grouped table without a group: %v", err)
 	}
 	for _, o := range []core.Option{LeaseFor(0), LeaseFor(-time.Second), BatchSize(0), PollInterval(0), FlushLimits(0, time.Second),
-		FlushLimits(1, -1), AdvisoryKey(" "), OnEvent(EventAck, nil), OnEvent(numEvents, func(context.Context, EventInput) ([]Statement, error) { return nil, nil })} {
+		FlushLimits(1, -1), AdvisoryKey(" "), OnEvent(EventAck, nil), OnEvent(engine.NumEvents, func(context.Context, EventInput) ([]Statement, error) { return nil, nil })} {
 		if err := core.Subscribe(core.New(), mustLease(t), func(context.Context, *core.Message[[]byte]) error { return nil }, o); err == nil {
 			t.Errorf("option accepted")
 		}
@@ -252,16 +246,13 @@ func mustLease(t *testing.T) core.Endpoint {
 	return ep
 }
 
-func TestTokensIncrease(t *testing.T) {
-	rt := &runtime{}
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	a, b := rt.nextToken(at), rt.nextToken(at)
-	if !b.After(a) || b.Sub(a) != time.Microsecond {
-		t.Errorf("tokens %v then %v; want strictly increasing by 1µs", a, b)
-	}
-	if c := rt.nextToken(at.Add(time.Second)); !c.Equal(at.Add(time.Second)) {
-		t.Errorf("a later time is its own token; got %v", c)
-	}
-}
-
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// rowLockCount is the options that keep a row-lock subscription with a dead letter from
+// counting at claim, whose settlements the tests compare with the form's plain ones.
+func rowLockCount(f Form) []core.Option {
+	if f == FormRowLock {
+		return []core.Option{CountAtClaim(false)}
+	}
+	return nil
+}

@@ -310,7 +310,7 @@ var seq atomic.Int64
 func realEnv(t *testing.T) *relayEnv {
 	t.Helper()
 	ctx := context.Background()
-	pgURL := coretest.Env("SETTLE_TEST_PG_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	pgURL := coretest.PostgresURL()
 	admin, err := pgx.Connect(ctx, pgURL)
 	if err != nil {
 		coretest.ServerUnavailable(t, "PostgreSQL", pgURL, err)

@@ -460,6 +460,9 @@ func TestDropMarksTheRecord(t *testing.T) {
 	}
 	for s := r.waitSettled(t); s.Verdict.Action != core.ActDrop; s = r.waitSettled(t) {
 	}
+	if err := r.Box.WaitMarked(context.Background()); err != nil { // the receiver marks off the settlement path
+		t.Fatal(err)
+	}
 	if n := unprocessed(t, r); n != 0 {
 		t.Fatalf("%d unprocessed records after a drop, want 0", n)
 	}

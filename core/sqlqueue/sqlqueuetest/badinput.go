@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/sqlqueue"
@@ -12,7 +13,8 @@ import (
 
 // RunBadInput checks that bad descriptions and options are refused with errors naming what is
 // wrong: an unknown table, a missing column, a column of the wrong kind, a cap without an
-// attempt column, a missing dead-letter table, an invalid identifier, a lease ≤ 0.
+// attempt column, a missing dead-letter table, an invalid identifier, a lease ≤ 0, an option of
+// another claim form (which the form would ignore).
 func RunBadInput(t *testing.T, open Open) {
 	f := open(t)
 	fm := forms(f)[0]
@@ -142,6 +144,7 @@ func RunBadInput(t *testing.T, open Open) {
 			mustMention(t, e.runErr(a), "advisory", "custom claim")
 		})
 	}
+	t.Run("option_of_another_form", func(t *testing.T) { optionOfAnotherForm(t, open) })
 	if f.Lease != nil {
 		t.Run("lease_not_positive", func(t *testing.T) {
 			e := newEnv(t, open(t))
@@ -152,5 +155,48 @@ func RunBadInput(t *testing.T, open Open) {
 			err = core.Subscribe(e.app(nil), ep, nop, sqlqueue.LeaseFor(0))
 			mustMention(t, err, "LeaseFor", "positive")
 		})
+	}
+}
+
+// optionOfAnotherForm: a mount option that configures another claim form than the endpoint's
+// (the lease's length on a row-lock queue, the advisory key on a lease queue, …) is refused when
+// the subscription starts, with an error naming the option and the form, instead of being
+// accepted and ignored.
+func optionOfAnotherForm(t *testing.T, open Open) {
+	nop := func(ctx context.Context, m *core.Message[Refund]) error { return nil }
+	others := map[sqlqueue.Form][]struct {
+		name string
+		opt  core.Option
+	}{
+		sqlqueue.FormLease:    {{"sqlqueue.CountAtClaim", sqlqueue.CountAtClaim(true)}, {"sqlqueue.AdvisoryKey", sqlqueue.AdvisoryKey("id")}},
+		sqlqueue.FormRowLock:  {{"sqlqueue.LeaseFor", sqlqueue.LeaseFor(time.Minute)}, {"sqlqueue.AdvisoryKey", sqlqueue.AdvisoryKey("id")}},
+		sqlqueue.FormAdvisory: {{"sqlqueue.LeaseFor", sqlqueue.LeaseFor(time.Minute)}, {"sqlqueue.PerMessage()", sqlqueue.PerMessage()}, {"sqlqueue.FlushLimits", sqlqueue.FlushLimits(10, 0)}, {"sqlqueue.CountAtClaim", sqlqueue.CountAtClaim(true)}},
+	}
+	for _, fm := range forms(open(t)) {
+		for _, o := range others[fm.f] {
+			t.Run(strings.ReplaceAll(fm.f.String(), " ", "")+"/"+strings.TrimSuffix(strings.TrimPrefix(o.name, "sqlqueue."), "()"), func(t *testing.T) {
+				f := open(t)
+				e := newEnv(t, f)
+				tb := sqlqueue.StandardTable("q")
+				e.create(tb)
+				ep, err := fm.ep(tb, "q")
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := e.app(nil)
+				if err := core.Subscribe(a, ep, nop, o.opt); err != nil {
+					t.Fatal(err)
+				}
+				err = e.runErr(a)
+				if err == nil {
+					t.Fatalf("%s on the %v form started; want it refused", o.name, fm.f)
+				}
+				for _, w := range []string{o.name, fm.f.String() + " form"} {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not mention %q", err, w)
+					}
+				}
+			})
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // RunLease runs the lease-form cases: a lost lease (with and without a transaction) and lease
@@ -23,7 +24,7 @@ func RunLease(t *testing.T, open Open) {
 	t.Run("extended", func(t *testing.T) { t.Parallel(); leaseExtended(t, open(t)) })
 	t.Run("lost_in_group", func(t *testing.T) { t.Parallel(); lostInGroup(t, open(t)) })
 	t.Run("overran", func(t *testing.T) { t.Parallel(); leaseOverran(t, open(t)) })
-	if _, ok := open(t).Dialect.(sqlqueue.RowLocking); ok {
+	if _, ok := open(t).Dialect.(driver.RowLocking); ok {
 		t.Run("locked_row", func(t *testing.T) { t.Parallel(); lockedRow(t, open(t)) })
 		t.Run("locked_settlement", func(t *testing.T) { t.Parallel(); lockedSettlement(t, open(t)) })
 	}
@@ -39,7 +40,7 @@ func (e *env) lockRow(id int64) sqlqueue.Transaction {
 	e.t.Cleanup(func() { _ = other.Rollback(context.Background()) })
 	d := e.f.Dialect
 	rows, err := other.Query(e.ctx, "SELECT "+d.Quote("id")+" FROM "+d.Quote("q")+" WHERE "+d.Quote("id")+" = "+d.Placeholder(1)+
-		d.(sqlqueue.RowLocking).LockClause(false), id)
+		d.(driver.RowLocking).LockClause(false), id)
 	if err != nil {
 		e.t.Fatal(err)
 	}

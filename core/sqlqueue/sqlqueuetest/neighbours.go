@@ -11,6 +11,7 @@ import (
 	"github.com/settlehq/settle/core"
 	"github.com/settlehq/settle/core/clock"
 	"github.com/settlehq/settle/core/sqlqueue"
+	"github.com/settlehq/settle/core/sqlqueue/driver"
 )
 
 // crashNeighbours: a poison row claimed with five neighbours (one worker: they are never handed
@@ -119,7 +120,7 @@ func (e *env) leftUntouched(tb sqlqueue.Table, n int) {
 }
 
 // givenBackAhead: the rows of a claim made ahead of the workers (lease form, the automatic
-// claim size: lease_ahead.go) and never handed out are released when the App stops, with the
+// claim size: internal/lease/ahead.go) and never handed out are released when the App stops, with the
 // attempt their claim counted taken back, like the unhanded rows of the claim being handled.
 // The first claim (10 rows) comes back full and fast, so the second (20 rows) runs the next
 // one ahead as it hands out its first row, whose handler holds until the App stops.
@@ -156,7 +157,7 @@ func givenBackAhead(t *testing.T, f *Fixture) {
 }
 
 // givenBackAheadRowLock: the rows of a row-lock claim made ahead of the workers (the automatic
-// claim size past its ramp: rowlock_ahead.go) and never handed out are released when the App
+// claim size past its ramp: internal/rowlock/ahead.go) and never handed out are released when the App
 // stops, their attempt as it was: the handler holds on the first row it gets after a claim
 // ahead, until the App stops.
 func givenBackAheadRowLock(t *testing.T, f *Fixture) {
@@ -234,7 +235,7 @@ func rescuedUncounted(t *testing.T, f *Fixture) {
 		t.Fatalf("first process: attempt %d; want 1", at)
 	}
 	fz := &freezing{DB: f.DB, mark: " IS NOT NULL", frozen: make(chan struct{}), dead: dead}
-	ep, err := sqlqueue.NewLease(f.Dialect.(sqlqueue.LeaseDialect), fz, tb, "q")
+	ep, err := sqlqueue.NewLease(f.Dialect.(driver.LeaseDialect), fz, tb, "q")
 	if err != nil {
 		t.Fatalf("NewLease: %v", err)
 	}
@@ -308,7 +309,7 @@ func (z *freezing) Begin(ctx context.Context) (sqlqueue.Transaction, error) {
 	return &freezingTx{Transaction: tx, z: z}, nil
 }
 
-func (z *freezing) Conn(ctx context.Context) (sqlqueue.Conn, error) {
+func (z *freezing) Conn(ctx context.Context) (driver.Conn, error) {
 	if err := z.wait(); err != nil {
 		return nil, err
 	}
@@ -348,13 +349,13 @@ func RunCrash(t *testing.T, open Open) {
 		t.Run("lease/neighbours", func(t *testing.T) { t.Parallel(); crashNeighbours(t, open(t)) })
 		t.Run("lease/given_back", func(t *testing.T) { t.Parallel(); givenBackUncounted(t, open(t)) })
 		t.Run("lease/given_back_ahead", func(t *testing.T) { t.Parallel(); givenBackAhead(t, open(t)) })
-		if _, ok := f.Dialect.(sqlqueue.LeaseDialect); ok {
+		if _, ok := f.Dialect.(driver.LeaseDialect); ok {
 			t.Run("lease/rescued_uncounted", func(t *testing.T) { t.Parallel(); rescuedUncounted(t, open(t)) })
 		}
 	}
 	// (A single-writer database holds one row-lock claim at a time: nothing is claimed beside a
 	// crash there.)
-	if f.RowLock != nil && !sqlqueue.IsSingleWriter(f.Dialect) {
+	if f.RowLock != nil && !driver.IsSingleWriter(f.Dialect) {
 		t.Run("rowlock/neighbours", func(t *testing.T) { t.Parallel(); crashNeighboursRowLock(t, open(t)) })
 		t.Run("rowlock/given_back_ahead", func(t *testing.T) { t.Parallel(); givenBackAheadRowLock(t, open(t)) })
 	}

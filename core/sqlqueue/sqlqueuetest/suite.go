@@ -62,9 +62,9 @@ type Fixture struct {
 	// A dialect of a database without row locks whose write transaction holds the whole
 	// database (SQLite) may still run the row-lock cases, which exercise the engine's
 	// transaction-per-claim path, through a test-only shim: RowLock builds sqlqueue.NewRowLock
-	// over a wrapper of its dialect whose RowLockClaim is sqlqueue.SelectClaim(s, "") and
+	// over a wrapper of its dialect whose RowLockClaim is driver.SelectClaim(s, "") and
 	// whose RowLocking methods return "" (the open transaction already holds what it read).
-	// The dialect then declares sqlqueue.SingleWriter, and the suite runs the cases that
+	// The dialect then declares driver.SingleWriter, and the suite runs the cases that
 	// would keep several claim transactions open at once with one worker. dialect-sqlite's
 	// and dialect-sqlite-purego's conformance_test.go hold such a shim; docs/custom-dialect.md
 	// explains it.

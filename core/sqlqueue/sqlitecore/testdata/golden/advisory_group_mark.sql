@@ -1,0 +1,29 @@
+-- done
+UPDATE "jobs" SET "processed_at" = ?, "locked_until" = NULL WHERE "id" = ?;
+
+-- retry
+UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = ?;
+
+-- retryAfter
+UPDATE "jobs" SET "retry_after" = ?, "locked_until" = NULL WHERE "id" = ?;
+
+-- dlGroup
+UPDATE "jobs" SET "grp" = ?, "retry_after" = NULL, "locked_until" = NULL, "headers" = ? WHERE "id" = ?;
+
+-- hold
+UPDATE "jobs" SET "retry_after" = ?, "locked_until" = NULL WHERE "id" = ?;
+
+-- candidates
+-- args: group, now, limit
+SELECT "id", CAST("id" AS TEXT), CASE WHEN "locked_until" IS NULL THEN 0 ELSE 1 END FROM "jobs" WHERE "grp" = ? AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= ?) ORDER BY "id" LIMIT ?;
+
+-- takeStamp
+-- args: now, id, group, now
+UPDATE "jobs" SET "attempt" = "attempt" + 1, "locked_until" = ? WHERE "id" = ? AND "grp" = ? AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= ?);
+
+-- takeRead
+SELECT "payload", "attempt", "headers", "created_at" FROM "jobs" WHERE "id" = ?;
+
+-- untake
+UPDATE "jobs" SET "locked_until" = NULL, "attempt" = "attempt" - 1 WHERE "id" = ?;
+

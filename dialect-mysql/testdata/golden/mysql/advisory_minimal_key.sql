@@ -1,0 +1,14 @@
+-- done
+DELETE FROM `jobs` WHERE `id` = ?;
+
+-- candidates
+-- args: limit
+SELECT `id`, CAST((payload) AS CHAR), 0 FROM `jobs` WHERE 1 = 1 AND IS_USED_LOCK(IF(CHAR_LENGTH(CONCAT(CONVERT(X'736574746C653A746573742E6A6F62733A' USING utf8mb4), CAST((payload) AS CHAR))) <= 64, CONCAT(CONVERT(X'736574746C653A746573742E6A6F62733A' USING utf8mb4), CAST((payload) AS CHAR)), CONCAT('settle#', LEFT(SHA2(CONCAT(CONVERT(X'736574746C653A746573742E6A6F62733A' USING utf8mb4), CAST((payload) AS CHAR)), 256), 57)))) IS NULL ORDER BY `id` LIMIT ?;
+
+-- takeStamp
+-- args: id
+UPDATE `jobs` SET `id` = `id` WHERE `id` = ? AND 1 = 1;
+
+-- takeRead
+SELECT `payload`, 1, NULL, NULL FROM `jobs` WHERE `id` = ?;
+

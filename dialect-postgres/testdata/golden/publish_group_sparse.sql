@@ -1,0 +1,12 @@
+-- publish delay=false headers=false
+INSERT INTO "jobs" ("payload", "grp", "attempt") VALUES ($1, $2, $3) RETURNING "id";
+
+-- publish delay=true headers=false
+INSERT INTO "jobs" ("payload", "grp", "attempt") VALUES ($1, $2, $3) RETURNING "id";
+
+-- publish delay=false headers=true
+INSERT INTO "jobs" ("payload", "grp", "attempt") VALUES ($1, $2, $3) RETURNING "id";
+
+-- publish delay=true headers=true
+INSERT INTO "jobs" ("payload", "grp", "attempt") VALUES ($1, $2, $3) RETURNING "id";
+
