@@ -1,0 +1,151 @@
+package coretest
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/settlehq/settle/core"
+	"github.com/settlehq/settle/core/clock"
+)
+
+// Flow-control proofs: each runs on the in-memory broker against a core.LimitStore, so that a
+// store's own tests (core/limit/sqllimit) prove the same ledgers as the in-process store.
+
+type flowMsg struct {
+	N int `json:"n"`
+}
+
+// ConcurrencyProof drains n messages with 4 subscribers (Workers(4) each) in 2 Apps on the
+// real clock, every one mounted with Concurrency(5) in store under one scope, and checks the
+// ledger of handler starts and ends: never more than 5 handlers overlap, 5 do overlap at some
+// point, and every message is handled and acknowledged exactly once. scope must be unique to
+// the test (stores may be shared by tests).
+func ConcurrencyProof(t testing.TB, store core.LimitStore, scope string, n int) {
+	t.Helper()
+	const limit = 5
+	broker := NewBroker(clock.Real(), nil)
+	queue := "flow-" + scope
+	var cur, peak, over atomic.Int64
+	seen := make([]atomic.Int32, n)
+	var acked atomic.Int64
+	done := make(chan struct{})
+	handle := func(ctx context.Context, m *core.Message[flowMsg]) error {
+		c := cur.Add(1)
+		defer cur.Add(-1)
+		if c > limit {
+			over.Add(1)
+		}
+		for p := peak.Load(); c > p && !peak.CompareAndSwap(p, c); p = peak.Load() {
+		}
+		seen[m.Payload.N].Add(1)
+		// The downstream call the limit protects.
+		select {
+		case <-time.After(time.Millisecond):
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	observe := func(s core.Settlement) {
+		if s.Err == nil && s.Verdict.Action == core.ActAck && acked.Add(1) == int64(n) {
+			close(done)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var runs sync.WaitGroup
+	defer func() { cancel(); runs.Wait(); _ = broker.Close() }()
+	for a := range 2 {
+		app := core.New(core.WithLogger(slog.New(slog.DiscardHandler)), core.WithoutSignals(), core.WithObserver(observe))
+		for i := range 2 {
+			err := core.Subscribe(app, broker.Queue(queue), handle, core.Name("sub-"+strconv.Itoa(a)+"-"+strconv.Itoa(i)),
+				core.Workers(4), core.Concurrency(limit, core.SharedIn(store), core.LimitScope(scope), core.SlotPoll(time.Millisecond)))
+			if err != nil {
+				t.Fatalf("Subscribe: %v", err)
+			}
+		}
+		runs.Add(1)
+		go func() {
+			defer runs.Done()
+			if err := app.Run(ctx); err != nil {
+				t.Errorf("App.Run: %v", err)
+			}
+		}()
+	}
+	for i := range n {
+		body, _ := json.Marshal(flowMsg{N: i})
+		broker.Publish(queue, body, nil)
+	}
+	select {
+	case <-done:
+	case <-time.After(6 * WaitTimeout):
+		t.Fatalf("only %d of %d messages acknowledged within %v", acked.Load(), n, 6*WaitTimeout)
+	}
+	if o := over.Load(); o > 0 {
+		t.Errorf("%d handler starts found more than %d handlers running (peak %d)", o, limit, peak.Load())
+	}
+	if p := peak.Load(); p != limit {
+		t.Errorf("peak overlap %d, want exactly the limit %d (the limit should be used)", p, limit)
+	}
+	for i := range seen {
+		if c := seen[i].Load(); c != 1 {
+			t.Errorf("message %d handled %d times, want 1", i, c)
+		}
+	}
+}
+
+// RateProof runs one subscription mounted with Rate(50, time.Second, 10) in store on the
+// virtual clock for 30 virtual seconds with more messages than the rate allows, and checks the
+// ledger of handler starts: no 1-second window holds more than 60 (the burst plus the rate),
+// and the total is within 5% of 10 + 50·30.
+func RateProof(t testing.TB, store core.LimitStore, scope string) {
+	t.Helper()
+	h := New(t)
+	var mu sync.Mutex
+	var starts []time.Time
+	Subscribe(h, "rated", func(ctx context.Context, m *core.Message[flowMsg]) error {
+		mu.Lock()
+		starts = append(starts, h.Clock.Now())
+		mu.Unlock()
+		return nil
+	}, core.Rate(50, time.Second, 10, core.SharedIn(store), core.LimitScope(scope)))
+	h.Start()
+	base := h.Clock.Pending()
+	for i := range 2000 {
+		h.Publish("rated", flowMsg{N: i})
+	}
+	end := Epoch.Add(30 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*WaitTimeout)
+	defer cancel()
+	for {
+		// The one worker waits for its next token on the clock: move to when it is due.
+		if err := h.Clock.BlockUntil(ctx, base+1); err != nil {
+			t.Fatalf("the worker never waited for a token: %v", err)
+		}
+		due, _ := h.Clock.NextDue()
+		if due.After(end) {
+			break
+		}
+		h.Clock.AdvanceTo(due)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	const want = 10 + 50*30
+	t.Logf("rate proof: %d handler starts in 30 virtual seconds (limit %d)", len(starts), want)
+	if n := len(starts); n < want*95/100 || n > want*105/100 {
+		t.Errorf("%d handler starts in 30 s, want within 5%% of %d", n, want)
+	}
+	for i, s := range starts {
+		j := i
+		for j < len(starts) && starts[j].Before(s.Add(time.Second)) {
+			j++
+		}
+		if j-i > 60 {
+			t.Fatalf("%d starts in the second from %v, want at most 60", j-i, s.Sub(Epoch))
+		}
+	}
+}
