@@ -95,3 +95,16 @@ func TestLimitOptionsRefuseImpossibleValues(t *testing.T) {
 		t.Fatalf("a batch subscription with Concurrency started: %v", err)
 	}
 }
+
+func TestPauseMidDrain(t *testing.T) {
+	coretest.PauseProof(t, core.NewMemoryPauseStore())
+}
+
+func TestPauseNeedsAPausableSubscription(t *testing.T) {
+	h := coretest.New(t)
+	coretest.Subscribe(h, "q", func(ctx context.Context, m *core.Message[string]) error { return nil })
+	h.Start()
+	if err := h.App.Pause(context.Background(), "q"); !errors.Is(err, core.ErrNotPausable) {
+		t.Fatalf("Pause of a queue with no Pausable subscription: %v, want ErrNotPausable", err)
+	}
+}

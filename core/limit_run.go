@@ -8,10 +8,35 @@ import (
 	"github.com/settlehq/settle/core/clock"
 )
 
-// acquire waits for d's turn at every limit of the subscription, in the order they were given,
-// on the subscription's pull context: shutdown while waiting gives d back (abandoned, its
-// attempt not counted where the backend counts at the handler's start). It returns the
-// function that gives the turns back, and false when d was settled instead.
+// enter waits for d's turn: the end of a pause of its queue (Pausable), then every limit of
+// the subscription in the order they were given, on the subscription's pull context. Shutdown
+// while waiting gives d back (abandoned, its attempt not counted where the backend counts at
+// the handler's start). It returns the function that gives the turns back once the handler has
+// returned, and false when d was settled instead.
+func (s *subscription) enter(d Delivery) (func(), bool) {
+	p := s.opts.pause
+	for {
+		if p != nil && !p.wait(s.pullCtx) {
+			s.giveBack(d, s.pullCtx.Err())
+			return nil, false
+		}
+		release, ok := s.acquire(d)
+		if !ok {
+			return nil, false
+		}
+		if p == nil {
+			return release, true
+		}
+		p.starting.RLock()
+		if !p.isPaused() {
+			return func() { release(); p.starting.RUnlock() }, true
+		}
+		p.starting.RUnlock() // paused while d waited for its limits: wait again
+		release()
+	}
+}
+
+// acquire takes d's turn at every limit of the subscription; false when d was given back.
 func (s *subscription) acquire(d Delivery) (func(), bool) {
 	releases := make([]func(), 0, len(s.gates))
 	releaseAll := func() {
@@ -30,10 +55,7 @@ func (s *subscription) acquire(d Delivery) (func(), bool) {
 			continue
 		}
 		releaseAll()
-		if s.pullCtx.Err() != nil {
-			s.info.Logger.Info("settle: shutdown while the delivery waited for its turn; delivery abandoned, it comes back",
-				"message_id", d.ID(), "attempt", d.Attempt())
-		} else {
+		if s.pullCtx.Err() == nil {
 			// The limiter's store failed: give the delivery back after a pause, so that a
 			// store that is down does not spin the claim loop.
 			s.info.Logger.Warn("settle: the flow-control store failed; giving the delivery back without calling the handler",
@@ -41,10 +63,19 @@ func (s *subscription) acquire(d Delivery) (func(), bool) {
 			s.fail(err)
 			_ = clock.Sleep(s.pullCtx, s.app.clock, clock.Jitter(time.Second))
 		}
-		s.fin.Finish(context.WithoutCancel(s.pullCtx), d, Verdict{Action: ActAbandon, Cause: err}, s.settled)
+		s.giveBack(d, err)
 		return nil, false
 	}
 	return releaseAll, true
+}
+
+// giveBack abandons d, which waited for its turn and did not get it: it comes back.
+func (s *subscription) giveBack(d Delivery, cause error) {
+	if s.pullCtx.Err() != nil {
+		s.info.Logger.Info("settle: shutdown while the delivery waited for its turn; delivery abandoned, it comes back",
+			"message_id", d.ID(), "attempt", d.Attempt())
+	}
+	s.fin.Finish(context.WithoutCancel(s.pullCtx), d, Verdict{Action: ActAbandon, Cause: cause}, s.settled)
 }
 
 // throttled tells the subscription's rate limits that the downstream refused (Throttled) and

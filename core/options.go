@@ -44,6 +44,7 @@ type Options struct {
 
 	batchOpts []string    // the batch options given, for Subscribe's refusal
 	limits    []limitSpec // Concurrency and Rate, in the order given
+	pause     *pauseState // Pausable; nil for none
 
 	ext map[any]*extValue
 }

@@ -68,9 +68,9 @@ func (s *subscription) open(ctx context.Context, a *App) error {
 		s.closeSource()
 		return err
 	}
-	if len(s.opts.limits) > 0 && s.batch != nil {
+	if (len(s.opts.limits) > 0 || s.opts.pause != nil) && s.batch != nil {
 		s.closeSource()
-		return errors.New("Concurrency and Rate do not apply to a batch subscription yet")
+		return errors.New("Concurrency, Rate and Pausable do not apply to a batch subscription yet")
 	}
 	s.gates = buildGates(s.opts.limits, s.name, a.clock)
 	s.settled = s.onSettled
@@ -113,6 +113,11 @@ func (s *subscription) closeSource() {
 func (s *subscription) run(pullCtx, workCtx context.Context) {
 	defer s.running.Store(false)
 	s.pullCtx = pullCtx
+	if s.opts.pause != nil {
+		var watch sync.WaitGroup
+		watch.Go(func() { s.watchPause(pullCtx) })
+		defer watch.Wait()
+	}
 	workCtx = context.WithValue(workCtx, subscriptionKey{}, &s.info) // for SubscriptionFrom
 	var pull sync.Mutex
 	backoff := time.Duration(0) // guarded by pull
@@ -169,6 +174,9 @@ func (s *subscription) run(pullCtx, workCtx context.Context) {
 // pullCtx is done. The caller holds the pull lock.
 func (s *subscription) next(pullCtx context.Context, backoff *time.Duration) (Delivery, bool) {
 	for pullCtx.Err() == nil {
+		if p := s.opts.pause; p != nil && !p.wait(pullCtx) {
+			break // an idle worker of a paused queue takes nothing
+		}
 		d, err := s.src.Next(pullCtx)
 		if err != nil {
 			if pullCtx.Err() != nil {
@@ -224,9 +232,9 @@ type DeliveryContext interface {
 
 func (s *subscription) process(ctx context.Context, d Delivery) {
 	var release func() // the turns of flow control, given back once the handler returns
-	if len(s.gates) > 0 {
+	if len(s.gates) > 0 || s.opts.pause != nil {
 		var ok bool
-		if release, ok = s.acquire(d); !ok {
+		if release, ok = s.enter(d); !ok {
 			return
 		}
 	}
@@ -428,6 +436,9 @@ func (s *subscription) health(ctx context.Context, app appState) ComponentHealth
 		c.Status, c.State = HealthFail, "starting"
 	default:
 		c.Status, c.State = HealthFail, "stopped"
+	}
+	if p := s.opts.pause; p != nil && s.running.Load() && p.isPaused() {
+		c.State = "paused"
 	}
 	if f := s.lastErr.Load(); f != nil {
 		c.Output, c.ErrorAt = f.err, f.at

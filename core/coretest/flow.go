@@ -149,3 +149,67 @@ func RateProof(t testing.TB, store core.LimitStore, scope string) {
 		}
 	}
 }
+
+// PauseProof drains 1000 messages with Workers(4) on a Pausable subscription whose flag lives
+// in store, pauses the queue mid-drain with App.Pause, and checks: no handler starts once
+// Pause has returned (nor after the clock moves past the pause poll), health says paused,
+// Resume completes the drain, and every message is handled and acknowledged exactly once.
+func PauseProof(t testing.TB, store core.PauseStore) {
+	t.Helper()
+	const n = 1000
+	h := New(t)
+	var paused atomic.Bool
+	var late atomic.Int64
+	seen := make([]atomic.Int32, n)
+	Subscribe(h, "drain", func(ctx context.Context, m *core.Message[flowMsg]) error {
+		if paused.Load() {
+			late.Add(1)
+		}
+		seen[m.Payload.N].Add(1)
+		return nil
+	}, core.Workers(4), core.Pausable(store))
+	h.Start()
+	for i := range n {
+		h.Publish("drain", flowMsg{N: i})
+	}
+	h.WaitSettled(n / 5)
+	ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
+	defer cancel()
+	if err := h.App.Pause(ctx, "drain"); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	paused.Store(true)
+	at := len(h.Settlements())
+	if p, err := store.Paused(ctx, "drain"); err != nil || !p {
+		t.Fatalf("the store says paused=%v (err %v) after Pause", p, err)
+	}
+	h.Advance(5 * core.DefaultPausePoll) // the subscription reads the flag again: still paused
+	if got := h.App.Health(ctx).Subscriptions[0].State; got != "paused" {
+		t.Errorf("health state %q while paused, want paused", got)
+	}
+	if at == n {
+		t.Fatalf("the drain finished before the pause; nothing was proved")
+	}
+	if l := late.Load(); l > 0 {
+		t.Fatalf("%d handlers started after Pause returned", l)
+	}
+	paused.Store(false)
+	if err := h.App.Resume(ctx, "drain"); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	all := h.WaitSettled(n)
+	if len(all) != n {
+		t.Errorf("%d settlements, want %d", len(all), n)
+	}
+	for _, s := range all {
+		if s.Verdict.Action != core.ActAck {
+			t.Errorf("message %s settled %v, want ack", s.Delivery.ID(), s.Verdict)
+		}
+	}
+	for i := range seen {
+		if c := seen[i].Load(); c != 1 {
+			t.Errorf("message %d handled %d times, want 1", i, c)
+		}
+	}
+	t.Logf("pause proof: paused after %d of %d settlements, resumed and drained with 0 lost, 0 double", at, n)
+}
