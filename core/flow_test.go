@@ -13,7 +13,7 @@ import (
 )
 
 func TestConcurrencyAcrossApps(t *testing.T) {
-	coretest.ConcurrencyProof(t, core.NewMemoryLimitStore(), "concurrency", 400)
+	coretest.ConcurrencyProof(t, core.NewMemoryLimitStore(), "concurrency", 200)
 }
 
 func TestRateOnVirtualClock(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,9 +45,10 @@ func ConcurrencyProof(t testing.TB, store core.LimitStore, scope string, n int) 
 		for p := peak.Load(); c > p && !peak.CompareAndSwap(p, c); p = peak.Load() {
 		}
 		seen[m.Payload.N].Add(1)
-		// The downstream call the limit protects.
+		// The downstream call the limit protects: long enough beside the store's round trips
+		// that the limit is reached.
 		select {
-		case <-time.After(time.Millisecond):
+		case <-time.After(20 * time.Millisecond):
 		case <-ctx.Done():
 		}
 		return nil
@@ -161,21 +163,38 @@ func PauseProof(t testing.TB, store core.PauseStore) {
 	var paused atomic.Bool
 	var late atomic.Int64
 	seen := make([]atomic.Int32, n)
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	Subscribe(h, "drain", func(ctx context.Context, m *core.Message[flowMsg]) error {
 		if paused.Load() {
 			late.Add(1)
 		}
 		seen[m.Payload.N].Add(1)
+		if m.Payload.N >= n/5 { // mid-drain: hold the handlers running when the pause comes
+			once.Do(func() { close(reached) })
+			<-release
+		}
 		return nil
 	}, core.Workers(4), core.Pausable(store))
 	h.Start()
 	for i := range n {
 		h.Publish("drain", flowMsg{N: i})
 	}
-	h.WaitSettled(n / 5)
+	<-reached
 	ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
 	defer cancel()
-	if err := h.App.Pause(ctx, "drain"); err != nil {
+	pausing := make(chan error, 1)
+	go func() { pausing <- h.App.Pause(ctx, "drain") }()
+	for { // Pause stores the flag, then waits for the held handlers
+		if p, err := store.Paused(ctx, "drain"); err != nil {
+			t.Fatalf("Paused: %v", err)
+		} else if p {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(release)
+	if err := <-pausing; err != nil {
 		t.Fatalf("Pause: %v", err)
 	}
 	paused.Store(true)

@@ -113,7 +113,7 @@ func (s *Store) Create(ctx context.Context) error {
 // statements are the store's SQL, spelled once for its family.
 type statements struct {
 	slots, takeFree, insertSlot, renew, release string
-	take, readTat, backoff                      string
+	take, takeFirst, readTat, backoff           string
 	paused, setPause                            string
 }
 
@@ -143,8 +143,10 @@ func build(f sqlqueue.Family, d sqlqueue.Dialect, prefix string) statements {
 	next := func(a, b int) string { return greatest + "(" + tat + ", " + p(a) + ") + " + p(b) }
 	if mysql {
 		q.insertSlot = "INSERT IGNORE INTO " + slots + " (lkey, slot_no, holder, until_us) VALUES (" + p(1) + ", " + p(2) + ", " + p(3) + ", " + p(4) + ")"
-		q.take = "INSERT INTO " + rates + " (lkey, tat_us) VALUES (" + p(1) + ", " + p(2) + ") ON DUPLICATE KEY UPDATE tat_us = IF(" +
-			next(3, 4) + " - " + p(5) + " <= " + p(6) + ", " + next(7, 8) + ", tat_us)"
+		// MySQL's upsert cannot tell an unchanged row from an inserted one (CLIENT_FOUND_ROWS),
+		// so a token is a conditional update, and a key's first token an INSERT IGNORE.
+		q.take = "UPDATE " + rates + " SET tat_us = " + next(1, 2) + " WHERE lkey = " + p(3) + " AND " + next(4, 5) + " - " + p(6) + " <= " + p(7)
+		q.takeFirst = "INSERT IGNORE INTO " + rates + " (lkey, tat_us) VALUES (" + p(1) + ", " + p(2) + ")"
 		q.backoff = "INSERT INTO " + rates + " (lkey, tat_us) VALUES (" + p(1) + ", " + p(2) + ") ON DUPLICATE KEY UPDATE tat_us = GREATEST(tat_us, VALUES(tat_us))"
 		q.setPause = "INSERT INTO " + pauses + " (queue, paused, changed_us) VALUES (" + p(1) + ", " + p(2) + ", " + p(3) + ") ON DUPLICATE KEY UPDATE paused = VALUES(paused), changed_us = VALUES(changed_us)"
 		return q
@@ -231,7 +233,10 @@ func (s *Store) TakeToken(ctx context.Context, key string, now time.Time, interv
 	var res sqlqueue.Result
 	var err error
 	if s.family == sqlqueue.FamilyMySQL || s.family == sqlqueue.FamilyMariaDB {
-		res, err = s.db.Exec(ctx, s.q.take, key, n+iv, n, iv, n, limit, n, iv)
+		res, err = s.db.Exec(ctx, s.q.take, n, iv, key, n, iv, n, limit)
+		if err == nil && res.RowsAffected == 0 {
+			res, err = s.db.Exec(ctx, s.q.takeFirst, key, n+iv)
+		}
 	} else {
 		res, err = s.db.Exec(ctx, s.q.take, key, n+iv, n, iv, n, iv, n, limit)
 	}
