@@ -108,3 +108,7 @@ func TestPauseNeedsAPausableSubscription(t *testing.T) {
 		t.Fatalf("Pause of a queue with no Pausable subscription: %v, want ErrNotPausable", err)
 	}
 }
+
+func TestRatePerKey(t *testing.T) {
+	coretest.PerKeyRateProof(t, core.NewMemoryLimitStore(), "per-key")
+}

@@ -232,3 +232,61 @@ func PauseProof(t testing.TB, store core.PauseStore) {
 	}
 	t.Logf("pause proof: paused after %d of %d settlements, resumed and drained with 0 lost, 0 double", at, n)
 }
+
+// PerKeyRateProof runs a rate limit of 2 per second (burst 1) per key, kept in store, for 20
+// keys at once over 20 virtual seconds, one caller per key asking for tokens as fast as they
+// come, and checks every key's ledger: no 1-second window holds more than 2 starts of a key, and
+// each key got its 2·20 (+1) tokens, so no key starves another.
+func PerKeyRateProof(t testing.TB, store core.LimitStore, scope string) {
+	t.Helper()
+	const keys, seconds = 20, 20
+	clk := clock.NewVirtual(Epoch)
+	l := core.NewRateLimiter(store, scope, time.Second/2, 1, clk)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	var mu sync.Mutex
+	starts := make(map[string][]time.Time, keys)
+	base := clk.Pending()
+	for k := range keys {
+		key := "customer-" + strconv.Itoa(k)
+		wg.Go(func() {
+			for {
+				if _, err := l.Acquire(ctx, key); err != nil {
+					return
+				}
+				mu.Lock()
+				starts[key] = append(starts[key], clk.Now())
+				mu.Unlock()
+			}
+		})
+	}
+	end := Epoch.Add(seconds * time.Second)
+	wait, stop := context.WithTimeout(context.Background(), 6*WaitTimeout)
+	defer stop()
+	for {
+		// Every key's caller waits for its next token on the clock.
+		if err := clk.BlockUntil(wait, base+keys); err != nil {
+			t.Fatalf("the callers never all waited: %v", err)
+		}
+		due, _ := clk.NextDue()
+		if due.After(end) {
+			break
+		}
+		clk.AdvanceTo(due)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for k := range keys {
+		key := "customer-" + strconv.Itoa(k)
+		ts := starts[key]
+		if want := 2*seconds + 1; len(ts) != want {
+			t.Errorf("key %s: %d tokens in %d s, want %d", key, len(ts), seconds, want)
+		}
+		for i := range ts {
+			if i+2 < len(ts) && ts[i+2].Before(ts[i].Add(time.Second)) {
+				t.Fatalf("key %s: 3 starts within a second from %v", key, ts[i].Sub(Epoch))
+			}
+		}
+	}
+}

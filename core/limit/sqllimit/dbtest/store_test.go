@@ -188,3 +188,7 @@ func TestNewRefusesWhatItCannotSpeak(t *testing.T) {
 }
 
 var _ core.LimitStore = (*sqllimit.Store)(nil)
+
+func TestPerKeyRateProof(t *testing.T) {
+	each(t, func(t *testing.T, s *sqllimit.Store) { coretest.PerKeyRateProof(t, s, "per-key") })
+}
