@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"testing"
@@ -111,4 +112,42 @@ func TestPauseNeedsAPausableSubscription(t *testing.T) {
 
 func TestRatePerKey(t *testing.T) {
 	coretest.PerKeyRateProof(t, core.NewMemoryLimitStore(), "per-key")
+}
+
+// A queue paused before the App starts (a restart) takes nothing until it is resumed, and a
+// pause stored by another process is seen within the poll.
+func TestPauseSurvivesARestartAndComesFromTheStore(t *testing.T) {
+	h := coretest.New(t)
+	store := core.NewMemoryPauseStore()
+	if err := store.SetPaused(context.Background(), "q", true); err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int64
+	coretest.Subscribe(h, "q", func(ctx context.Context, m *core.Message[string]) error {
+		handled.Add(1)
+		return nil
+	}, core.Pausable(store, core.PausePoll(time.Second)))
+	h.Start()
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	if err := h.Clock.BlockUntil(ctx, 1); err != nil { // the subscription's poll of the flag is armed
+		t.Fatal(err)
+	}
+	h.Publish("q", "x")
+	h.Advance(500 * time.Millisecond) // within the poll: still paused
+	if n := handled.Load(); n != 0 {
+		t.Fatalf("%d handled while paused since before the start", n)
+	}
+	if got := h.App.Health(context.Background()).Subscriptions[0].State; got != "paused" {
+		t.Fatalf("health state %q, want paused", got)
+	}
+	// Another process resumes the queue through the store: seen at the next poll.
+	if err := store.SetPaused(context.Background(), "q", false); err != nil {
+		t.Fatal(err)
+	}
+	h.Advance(time.Second)
+	h.WaitSettled(1)
+	if n := handled.Load(); n != 1 {
+		t.Fatalf("%d handled after the resume, want 1", n)
+	}
 }

@@ -259,6 +259,8 @@ func (c *concurrency) Acquire(ctx context.Context, key string) (func(), error) {
 	var mu sync.Mutex
 	done := false
 	var renew clock.Timer
+	mu.Lock() // renew is assigned before its first run reads it
+	defer mu.Unlock()
 	renew = c.clk.AfterFunc(c.lease/2, func() {
 		_ = c.store.RenewSlot(context.Background(), k, holder, c.clk.Now(), c.lease)
 		mu.Lock()

@@ -133,11 +133,29 @@ func (p *pauseState) drain(ctx context.Context) error {
 	}
 }
 
+// readPause reads the queue's flag before the subscription takes anything, so that a queue
+// paused before a restart stays paused from the first delivery on.
+func (s *subscription) readPause(ctx context.Context) error {
+	p := s.opts.pause
+	if p == nil {
+		return nil
+	}
+	paused, err := p.store.Paused(ctx, s.queue)
+	if err != nil {
+		return fmt.Errorf("Pausable: reading the pause flag of queue %q: %w", s.queue, err)
+	}
+	p.set(paused)
+	return nil
+}
+
 // watchPause reads the queue's flag every poll until ctx ends, so that a pause or resume from
 // another process takes effect here.
 func (s *subscription) watchPause(ctx context.Context) {
 	p := s.opts.pause
 	for {
+		if clock.Sleep(ctx, s.app.clock, p.poll) != nil {
+			return
+		}
 		paused, err := p.store.Paused(ctx, s.queue)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -145,9 +163,6 @@ func (s *subscription) watchPause(ctx context.Context) {
 			s.fail(err)
 		case err == nil && p.set(paused):
 			s.info.Logger.Info("settle: queue pause changed by the store", "paused", paused)
-		}
-		if clock.Sleep(ctx, s.app.clock, p.poll) != nil {
-			return
 		}
 	}
 }

@@ -73,6 +73,10 @@ func (s *subscription) open(ctx context.Context, a *App) error {
 		return errors.New("Concurrency, Rate and Pausable do not apply to a batch subscription yet")
 	}
 	s.gates = buildGates(s.opts.limits, s.name, a.clock)
+	if err := s.readPause(ctx); err != nil {
+		s.closeSource()
+		return err
+	}
 	s.settled = s.onSettled
 	if dh, ok := fin.(DelayHolder); ok {
 		s.holdsDelays = dh.HoldsDelays()
