@@ -151,3 +151,36 @@ func TestPauseSurvivesARestartAndComesFromTheStore(t *testing.T) {
 		t.Fatalf("%d handled after the resume, want 1", n)
 	}
 }
+
+// failingRenewals is a store whose slot renewals fail.
+type failingRenewals struct{ *core.MemoryLimitStore }
+
+func (failingRenewals) RenewSlot(context.Context, string, string, time.Time, time.Duration) error {
+	return errors.New("store unreachable")
+}
+
+// A slot whose renewal fails is reported: it will lapse at its lease's end.
+func TestSlotRenewalFailureIsLogged(t *testing.T) {
+	h := coretest.New(t)
+	release := make(chan struct{})
+	started := make(chan struct{})
+	coretest.Subscribe(h, "q", func(ctx context.Context, m *core.Message[string]) error {
+		close(started)
+		<-release
+		return nil
+	}, core.Concurrency(1, core.SharedIn(failingRenewals{core.NewMemoryLimitStore()}), core.SlotLease(4*time.Second)))
+	h.Start()
+	h.Publish("q", "x")
+	<-started
+	defer close(release)
+	armed := h.Clock.Pending() // the slot's renewal among them
+	h.Advance(2 * time.Second) // half the lease: the renewal runs, fails, and is armed again
+	ctx, cancel := context.WithTimeout(context.Background(), coretest.WaitTimeout)
+	defer cancel()
+	if err := h.Clock.BlockUntil(ctx, armed); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Logs.Find("settle: renewing a concurrency slot failed; it lapses at its lease's end unless a later renewal succeeds")) == 0 {
+		t.Fatal("a failed slot renewal was not logged")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -193,7 +194,7 @@ type gate struct {
 }
 
 // gates builds the subscription's limits on clk; scope names the subscription in the store.
-func buildGates(specs []limitSpec, scope string, clk clock.Clock) []gate {
+func buildGates(specs []limitSpec, scope string, clk clock.Clock, log *slog.Logger) []gate {
 	var local LimitStore
 	gs := make([]gate, 0, len(specs))
 	for _, sp := range specs {
@@ -210,7 +211,7 @@ func buildGates(specs []limitSpec, scope string, clk clock.Clock) []gate {
 			sc = sp.scope
 		}
 		if sp.n > 0 {
-			g.l = NewConcurrencyLimiter(store, sc, sp.n, clk, sp.lease, sp.poll)
+			g.l = NewConcurrencyLimiter(store, sc, sp.n, clk, sp.lease, sp.poll, log)
 		} else {
 			rl := NewRateLimiter(store, sc, sp.interval, sp.burst, clk)
 			g.l, g.learn = rl, rl
@@ -230,15 +231,20 @@ type concurrency struct {
 	lease, poll time.Duration
 	prefix      string
 	seq         atomic.Uint64
+	log         *slog.Logger
 }
 
 // NewConcurrencyLimiter returns a Limiter that lets at most n holders of each key (prefixed by
 // scope) run at once, its slots kept in store under leases of lease, renewed at half the lease
-// while held; a waiting caller asks again every poll (jittered) on clk.
-func NewConcurrencyLimiter(store LimitStore, scope string, n int, clk clock.Clock, lease, poll time.Duration) Limiter {
+// while held; a waiting caller asks again every poll (jittered) on clk. A renewal or release
+// that fails is logged to log (nil: discarded); the slot then lapses at its lease's end.
+func NewConcurrencyLimiter(store LimitStore, scope string, n int, clk clock.Clock, lease, poll time.Duration, log *slog.Logger) Limiter {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &concurrency{store: store, scope: scope + "/", n: n, clk: clk, lease: lease, poll: poll, prefix: hex.EncodeToString(b[:]) + "-"}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &concurrency{store: store, scope: scope + "/", n: n, clk: clk, lease: lease, poll: poll, prefix: hex.EncodeToString(b[:]) + "-", log: log}
 }
 
 func (c *concurrency) Acquire(ctx context.Context, key string) (func(), error) {
@@ -262,7 +268,10 @@ func (c *concurrency) Acquire(ctx context.Context, key string) (func(), error) {
 	mu.Lock() // renew is assigned before its first run reads it
 	defer mu.Unlock()
 	renew = c.clk.AfterFunc(c.lease/2, func() {
-		_ = c.store.RenewSlot(context.Background(), k, holder, c.clk.Now(), c.lease)
+		if err := c.store.RenewSlot(context.Background(), k, holder, c.clk.Now(), c.lease); err != nil {
+			c.log.Warn("settle: renewing a concurrency slot failed; it lapses at its lease's end unless a later renewal succeeds",
+				"limit_key", k, "lease", c.lease, "error", err)
+		}
 		mu.Lock()
 		if !done {
 			renew.Reset(c.lease / 2)
@@ -274,8 +283,10 @@ func (c *concurrency) Acquire(ctx context.Context, key string) (func(), error) {
 		done = true
 		renew.Stop()
 		mu.Unlock()
-		// A release that fails leaves the slot to its lease.
-		_ = c.store.ReleaseSlot(context.Background(), k, holder)
+		if err := c.store.ReleaseSlot(context.Background(), k, holder); err != nil {
+			c.log.Warn("settle: releasing a concurrency slot failed; it stays taken until its lease ends",
+				"limit_key", k, "lease", c.lease, "error", err)
+		}
 	}, nil
 }
 

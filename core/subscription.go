@@ -72,7 +72,7 @@ func (s *subscription) open(ctx context.Context, a *App) error {
 		s.closeSource()
 		return errors.New("Concurrency, Rate and Pausable do not apply to a batch subscription yet")
 	}
-	s.gates = buildGates(s.opts.limits, s.name, a.clock)
+	s.gates = buildGates(s.opts.limits, s.name, a.clock, log)
 	if err := s.readPause(ctx); err != nil {
 		s.closeSource()
 		return err
