@@ -67,26 +67,9 @@ func ConcurrencyProof(t testing.TB, store core.LimitStore, scope string, n int) 
 			close(done)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var runs sync.WaitGroup
-	defer func() { cancel(); runs.Wait(); _ = broker.Close() }()
-	for a := range 2 {
-		app := core.New(core.WithLogger(slog.New(slog.DiscardHandler)), core.WithoutSignals(), core.WithObserver(observe))
-		for i := range 2 {
-			err := core.Subscribe(app, broker.Queue(queue), handle, core.Name("sub-"+strconv.Itoa(a)+"-"+strconv.Itoa(i)),
-				core.Workers(4), core.Concurrency(limit, core.SharedIn(store), core.LimitScope(scope), core.SlotPoll(time.Millisecond)))
-			if err != nil {
-				t.Fatalf("Subscribe: %v", err)
-			}
-		}
-		runs.Add(1)
-		go func() {
-			defer runs.Done()
-			if err := app.Run(ctx); err != nil {
-				t.Errorf("App.Run: %v", err)
-			}
-		}()
-	}
+	stop := runApps(t, broker, queue, handle, observe,
+		core.Workers(4), core.Concurrency(limit, core.SharedIn(store), core.LimitScope(scope), core.SlotPoll(time.Millisecond)))
+	defer stop()
 	for i := range n {
 		body, _ := json.Marshal(flowMsg{N: i})
 		broker.Publish(queue, body, nil)
@@ -113,6 +96,30 @@ func ConcurrencyProof(t testing.TB, store core.LimitStore, scope string, n int) 
 	// How much of the time the limit is used depends on the store's round trips beside the
 	// handlers' 20 ms, that is on the machine's speed: reported, not asserted.
 	t.Logf("concurrency proof: peak %d; %d handlers ran at once %.0f%% of the time from the first start to the last end", peak.Load(), limit, 100*full)
+}
+
+// runApps runs 2 Apps with 2 subscriptions each of handle on queue, mounted with opts, until
+// the returned function is called (it waits for the Apps and closes broker).
+func runApps(t testing.TB, broker *Broker, queue string, handle core.Handler[flowMsg], observe core.Observer, opts ...core.Option) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var runs sync.WaitGroup
+	for a := range 2 {
+		app := core.New(core.WithLogger(slog.New(slog.DiscardHandler)), core.WithoutSignals(), core.WithObserver(observe))
+		for i := range 2 {
+			all := append([]core.Option{core.Name("sub-" + strconv.Itoa(a) + "-" + strconv.Itoa(i))}, opts...)
+			if err := core.Subscribe(app, broker.Queue(queue), handle, all...); err != nil {
+				cancel()
+				t.Fatalf("Subscribe: %v", err)
+			}
+		}
+		runs.Go(func() {
+			if err := app.Run(ctx); err != nil {
+				t.Errorf("App.Run: %v", err)
+			}
+		})
+	}
+	return func() { cancel(); runs.Wait(); _ = broker.Close() }
 }
 
 // ledgerEntry is a handler start or end: when, and how many handlers ran after it.
