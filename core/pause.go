@@ -69,6 +69,7 @@ type pauseState struct {
 	poll  time.Duration
 
 	mu      sync.Mutex
+	gen     uint64 // counts this App's own pauses and resumes, so a poll read before one cannot undo it
 	paused  bool
 	resumed chan struct{} // closed when the pause ends; nil while not paused
 	// starting is held shared from a worker's last look at the flag until its handler has
@@ -81,6 +82,29 @@ type pauseState struct {
 func (p *pauseState) set(paused bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.gen++
+	return p.setLocked(paused)
+}
+
+// generation returns the count of this App's own pauses and resumes.
+func (p *pauseState) generation() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gen
+}
+
+// setRead records a flag read from the store while the generation was gen; a read older than
+// this App's own last pause or resume is dropped. It reports whether the flag changed.
+func (p *pauseState) setRead(paused bool, gen uint64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gen != gen {
+		return false
+	}
+	return p.setLocked(paused)
+}
+
+func (p *pauseState) setLocked(paused bool) bool {
 	if p.paused == paused {
 		return false
 	}
@@ -156,12 +180,13 @@ func (s *subscription) watchPause(ctx context.Context) {
 		if clock.Sleep(ctx, s.app.clock, p.poll) != nil {
 			return
 		}
+		gen := p.generation()
 		paused, err := p.store.Paused(ctx, s.queue)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.info.Logger.Warn("settle: reading the queue's pause flag failed; keeping the last known state", "error", err, "paused", p.isPaused())
 			s.fail(err)
-		case err == nil && p.set(paused):
+		case err == nil && p.setRead(paused, gen):
 			s.info.Logger.Info("settle: queue pause changed by the store", "paused", paused)
 		}
 	}
@@ -191,18 +216,31 @@ func (a *App) setPaused(ctx context.Context, queue string, paused bool) error {
 		}
 	}
 	a.mu.Unlock()
+	verb := "pausing"
+	if !paused {
+		verb = "resuming"
+	}
 	if len(ps) == 0 {
-		return fmt.Errorf("pausing queue %q: %w", queue, ErrNotPausable)
+		return fmt.Errorf("%s queue %q: %w", verb, queue, ErrNotPausable)
+	}
+	// This App stops starting handlers at once; the store tells the other processes.
+	was := make([]bool, len(ps))
+	for i, p := range ps {
+		was[i] = p.isPaused()
+		p.set(paused)
 	}
 	stored := map[PauseStore]bool{}
 	for _, p := range ps {
-		if !stored[p.store] {
-			if err := p.store.SetPaused(ctx, queue, paused); err != nil {
-				return fmt.Errorf("pausing queue %q: %w", queue, err)
-			}
-			stored[p.store] = true
+		if stored[p.store] {
+			continue
 		}
-		p.set(paused)
+		if err := p.store.SetPaused(ctx, queue, paused); err != nil {
+			for i, p := range ps {
+				p.set(was[i])
+			}
+			return fmt.Errorf("%s queue %q: %w", verb, queue, err)
+		}
+		stored[p.store] = true
 	}
 	if !paused {
 		return nil
