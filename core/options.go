@@ -42,7 +42,9 @@ type Options struct {
 	// fill a batch once the first message has arrived; 0 for a single-message subscription.
 	BatchWait time.Duration
 
-	batchOpts []string // the batch options given, for Subscribe's refusal
+	batchOpts []string    // the batch options given, for Subscribe's refusal
+	limits    []limitSpec // Concurrency and Rate, in the order given
+	pause     *pauseState // Pausable; nil for none
 
 	ext map[any]*extValue
 }

@@ -37,6 +37,8 @@ type subscription struct {
 	settledAt   atomic.Int64 // unix nanoseconds of the last durable settlement, on the App's clock
 	lastErr     atomic.Pointer[failure]
 	checker     atomic.Pointer[HealthChecker] // the source's health check, when it has one: health reads it while open may replace src
+	gates       []gate                        // flow control (Concurrency, Rate); nil for none
+	pullCtx     context.Context               // ends when the App stops taking deliveries: a wait for a turn ends with it
 }
 
 // failure is a subscription's last error, for its health.
@@ -63,6 +65,15 @@ func (s *subscription) open(ctx context.Context, a *App) error {
 		s.checker.Store(nil)
 	}
 	if err := s.opts.unread(s.ep); err != nil {
+		s.closeSource()
+		return err
+	}
+	if (len(s.opts.limits) > 0 || s.opts.pause != nil) && s.batch != nil {
+		s.closeSource()
+		return errors.New("Concurrency, Rate and Pausable do not apply to a batch subscription yet")
+	}
+	s.gates = buildGates(s.opts.limits, s.name, a.clock, log)
+	if err := s.readPause(ctx); err != nil {
 		s.closeSource()
 		return err
 	}
@@ -105,6 +116,12 @@ func (s *subscription) closeSource() {
 // Next is still called only when a worker is free to take the delivery.
 func (s *subscription) run(pullCtx, workCtx context.Context) {
 	defer s.running.Store(false)
+	s.pullCtx = pullCtx
+	if s.opts.pause != nil {
+		var watch sync.WaitGroup
+		watch.Go(func() { s.watchPause(pullCtx) })
+		defer watch.Wait()
+	}
 	workCtx = context.WithValue(workCtx, subscriptionKey{}, &s.info) // for SubscriptionFrom
 	var pull sync.Mutex
 	backoff := time.Duration(0) // guarded by pull
@@ -161,6 +178,9 @@ func (s *subscription) run(pullCtx, workCtx context.Context) {
 // pullCtx is done. The caller holds the pull lock.
 func (s *subscription) next(pullCtx context.Context, backoff *time.Duration) (Delivery, bool) {
 	for pullCtx.Err() == nil {
+		if p := s.opts.pause; p != nil && !p.wait(pullCtx) {
+			break // an idle worker of a paused queue takes nothing
+		}
 		d, err := s.src.Next(pullCtx)
 		if err != nil {
 			if pullCtx.Err() != nil {
@@ -215,7 +235,17 @@ type DeliveryContext interface {
 }
 
 func (s *subscription) process(ctx context.Context, d Delivery) {
+	var release func() // the turns of flow control, given back once the handler returns
+	if len(s.gates) > 0 || s.opts.pause != nil {
+		var ok bool
+		if release, ok = s.enter(d); !ok {
+			return
+		}
+	}
 	if !s.admit(ctx, d) {
+		if release != nil {
+			release()
+		}
 		return
 	}
 	hctx, stopTimeout := s.withTimeout(ctx, d, 1)
@@ -229,6 +259,9 @@ func (s *subscription) process(ctx context.Context, d Delivery) {
 	}
 	err := s.call(hctx, d)
 	stopTimeout() // the handler has returned: it cannot overrun any more
+	if release != nil {
+		release()
+	}
 	v := s.verdict(ctx, d, err)
 	if rb != nil {
 		v = s.withReplies(ctx, d, rb, v)
@@ -296,7 +329,9 @@ func (s *subscription) verdict(ctx context.Context, d Delivery, err error) Verdi
 		return Verdict{Action: ActAck}
 	}
 	var v Verdict
-	if o, ok := AsOutcome(err); ok {
+	if te, ok := asThrottled(err); ok {
+		v = s.throttled(ctx, d, te)
+	} else if o, ok := AsOutcome(err); ok {
 		switch o.kind {
 		case OutcomeDrop:
 			v = Verdict{Action: ActDrop, Cause: o.cause}
@@ -412,6 +447,9 @@ func (s *subscription) health(ctx context.Context, app appState) ComponentHealth
 		c.Status, c.State = HealthFail, "starting"
 	default:
 		c.Status, c.State = HealthFail, "stopped"
+	}
+	if p := s.opts.pause; p != nil && s.running.Load() && p.isPaused() {
+		c.State = "paused"
 	}
 	if f := s.lastErr.Load(); f != nil {
 		c.Output, c.ErrorAt = f.err, f.at
