@@ -138,7 +138,7 @@ func (b *builder) subscription(s core.SubscriptionDescription) error {
 		Action: "receive", Summary: fmt.Sprintf("settle subscription %q handles the messages of %s.", s.Name, s.Queue),
 		Name: s.Name, Role: roleQueue, Workers: s.Workers, Cap: s.Cap, DeadLetter: s.DeadLetterTo,
 		OnError: s.OnError, OnPanic: s.OnPanic, OnDecode: s.OnDecodeError,
-		Ordered: s.Ordered, BatchSize: s.BatchSize,
+		Ordered: s.Ordered, BatchSize: s.BatchSize, Limits: s.Limits, Pausable: s.Pausable,
 	}
 	if s.Timeout > 0 {
 		o.Timeout = s.Timeout.String()

@@ -464,12 +464,14 @@ func TestYAMLKeepsStringsStrings(t *testing.T) {
 	validate(t, j)
 }
 
-// TestReceiveOperationsSayOrderAndBatches: an ordered subscription and a batch subscription say
-// so in x-settle-ordered and x-settle-batch-size / -wait; a plain one carries neither.
+// TestReceiveOperationsSayOrderAndBatches: an ordered subscription, a batch subscription and one
+// with limits say so in x-settle-ordered, -batch-size / -wait, -limits and -pausable; a plain one
+// carries none of them.
 func TestReceiveOperationsSayOrderAndBatches(t *testing.T) {
 	d := newApp(t).Describe()
 	d.Subscriptions[0].Ordered = true
 	d.Subscriptions[0].BatchSize, d.Subscriptions[0].BatchWait = 50, 200*time.Millisecond
+	d.Subscriptions[0].Limits, d.Subscriptions[0].Pausable = []string{"Concurrency(5) shared", "Rate(50, 1s, 10) per key"}, true
 	doc, err := asyncapi.FromDescription(d)
 	must(t, err)
 	raw, err := doc.JSON()
@@ -481,11 +483,15 @@ func TestReceiveOperationsSayOrderAndBatches(t *testing.T) {
 	is(t, m, true, "operations", name, "x-settle-ordered")
 	is(t, m, 50.0, "operations", name, "x-settle-batch-size")
 	is(t, m, "200ms", "operations", name, "x-settle-batch-wait")
+	if got := at(t, m, "operations", name, "x-settle-limits").([]any); len(got) != 2 || got[0] != "Concurrency(5) shared" || got[1] != "Rate(50, 1s, 10) per key" {
+		t.Errorf("x-settle-limits = %v", got)
+	}
+	is(t, m, true, "operations", name, "x-settle-pausable")
 	for k, op := range at(t, m, "operations").(map[string]any) {
 		if k == name {
 			continue
 		}
-		for _, f := range []string{"x-settle-ordered", "x-settle-batch-size", "x-settle-batch-wait"} {
+		for _, f := range []string{"x-settle-ordered", "x-settle-batch-size", "x-settle-batch-wait", "x-settle-limits", "x-settle-pausable"} {
 			if v, ok := op.(map[string]any)[f]; ok {
 				t.Errorf("operation %s carries %s = %v", k, f, v)
 			}

@@ -90,6 +90,8 @@ type operation struct {
 	DeadLetter string         `json:"x-settle-dead-letter-to,omitempty"`
 	Timeout    string         `json:"x-settle-timeout,omitempty"`
 	Ordered    bool           `json:"x-settle-ordered,omitempty"`
+	Limits     []string       `json:"x-settle-limits,omitempty"`
+	Pausable   bool           `json:"x-settle-pausable,omitempty"`
 	BatchSize  int            `json:"x-settle-batch-size,omitempty"`
 	BatchWait  string         `json:"x-settle-batch-wait,omitempty"`
 	OnError    string         `json:"x-settle-on-error,omitempty"`

@@ -71,6 +71,12 @@ type SubscriptionDescription struct {
 	BatchWait time.Duration
 	// Ordered says the subscription asked for its keys in order (core.Ordered).
 	Ordered bool
+	// Limits are its flow-control limits as written ("Concurrency(5)", "Rate(50, 1s, 10)"),
+	// followed by " per key" where PerKey splits them and " shared" where a store shares them
+	// across processes (SharedIn); in the order given.
+	Limits []string
+	// Pausable says the subscription can be paused and resumed (core.Pausable).
+	Pausable bool
 	// OnError, OnPanic and OnDecodeError are the failure policies (Policy.String: "retry",
 	// "drop", "dead_letter", "backoff(100ms, 6.4s)").
 	OnError, OnPanic, OnDecodeError string
@@ -249,6 +255,7 @@ func (s *subscription) describe() SubscriptionDescription {
 		Name: s.name, Queue: s.queue, Payload: s.payload, ContentType: o.Codec.ContentType(),
 		Cap: o.Cap, DeadLetterTo: o.DeadLetterTo, Workers: o.Workers, Timeout: o.Timeout,
 		BatchSize: o.BatchSize, BatchWait: o.BatchWait, Ordered: o.asksOrdered(),
+		Limits: describeLimits(o.limits), Pausable: o.pause != nil,
 		OnError: o.OnError.String(), OnPanic: o.OnPanic.String(), OnDecodeError: o.OnDecodeError.String(),
 	}
 	if d, ok := s.ep.(Describer); ok {
@@ -256,4 +263,20 @@ func (s *subscription) describe() SubscriptionDescription {
 		sd.Endpoint = &ed
 	}
 	return sd
+}
+
+// describeLimits writes each limit as its option was written, with how it is split and shared.
+func describeLimits(specs []limitSpec) []string {
+	var out []string
+	for _, sp := range specs {
+		d := sp.name
+		if sp.key != nil {
+			d += " per key"
+		}
+		if sp.store != nil {
+			d += " shared"
+		}
+		out = append(out, d)
+	}
+	return out
 }

@@ -103,3 +103,27 @@ func TestDescribeListsPublishers(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeSaysLimitsAndPause: a subscription's limits are described as written, with how
+// they are split and shared, and a pausable one says so; describing them reads nothing the
+// endpoint must read.
+func TestDescribeSaysLimitsAndPause(t *testing.T) {
+	b := coretest.NewBroker(clock.Real(), nil)
+	app := core.New()
+	h := func(context.Context, *core.Message[Refund]) error { return nil }
+	if err := core.Subscribe(app, b.Queue("refunds"), h, core.Concurrency(5, core.SharedIn(core.NewMemoryLimitStore())),
+		core.Rate(50, time.Second, 10, core.PerKey(core.OrderingKeyOf)), core.Pausable(core.NewMemoryPauseStore())); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Subscribe(app, b.Queue("payouts"), h); err != nil {
+		t.Fatal(err)
+	}
+	d := app.Describe().Subscriptions
+	want := []string{"Concurrency(5) shared", "Rate(50, 1s, 10) per key"}
+	if !reflect.DeepEqual(d[0].Limits, want) || !d[0].Pausable {
+		t.Fatalf("limits %q pausable %v, want %q and true", d[0].Limits, d[0].Pausable, want)
+	}
+	if d[1].Limits != nil || d[1].Pausable {
+		t.Fatalf("a plain subscription describes limits %q, pausable %v", d[1].Limits, d[1].Pausable)
+	}
+}
