@@ -36,6 +36,7 @@ type consumer struct {
 	dropByAck bool
 
 	held holdBack // waits of originals whose copies the broker did not take
+	lost rateLog  // lines about FireAndForget copies the broker did not take
 
 	returned ownReturns // messages this consumer requeued itself (window.go)
 
@@ -172,7 +173,8 @@ type session struct {
 	next       <-chan amqp091.Delivery // the consumer a window change started; read once deliveries closes
 	acks       acker
 	win        window
-	held       held // deliveries received, not handed out yet (Next only)
+	held       held        // deliveries received, not handed out yet (Next only)
+	copies     unconfirmed // FireAndForget copies published on ch, not confirmed yet
 
 	cancelOnce sync.Once // basic.cancel before the first abandoned delivery is given back
 
@@ -198,11 +200,17 @@ func (c *consumer) reopen() error {
 	if err := ch.Qos(1, 0, false); err != nil {
 		return fail(fmt.Errorf("basic.qos 1: %w", err))
 	}
+	var returns chan amqp091.Return
+	var confirms chan amqp091.Confirmation
 	if c.cfg.policy == FireAndForget {
 		// Copies go out on this channel, mandatory, and their originals are acknowledged
-		// right away: a copy the broker returns is lost, and is at least counted and logged.
-		returns := ch.NotifyReturn(make(chan amqp091.Return, 16))
-		go c.lostCopies(returns)
+		// right away: a copy the broker returns or refuses is lost, and is at least counted
+		// and logged (fireandforget.go).
+		if err := ch.Confirm(false); err != nil {
+			return fail(fmt.Errorf("confirm mode for FireAndForget copies: %w", err))
+		}
+		returns = ch.NotifyReturn(make(chan amqp091.Return, 16))
+		confirms = ch.NotifyPublish(make(chan amqp091.Confirmation, 64))
 	}
 	dl, err := ch.Consume(c.cfg.name, c.tag, false, c.cfg.exclusive, false, false, nil)
 	if err != nil {
@@ -210,6 +218,9 @@ func (c *consumer) reopen() error {
 	}
 	c.epoch++
 	s := &session{c: c, ch: ch, epoch: c.epoch, deliveries: dl}
+	if confirms != nil {
+		go c.watchCopies(s, returns, confirms)
+	}
 	s.win = window{tag: c.tag}
 	s.acks.init(s)
 	closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
@@ -225,25 +236,6 @@ func (c *consumer) reopen() error {
 		_ = old.ch.Close()
 	}
 	return nil
-}
-
-// lostCopies counts and logs (at most once per logEvery) the copies the broker returned
-// unroutable under FireAndForget, whose originals were already acknowledged.
-func (c *consumer) lostCopies(returns <-chan amqp091.Return) {
-	var last time.Time
-	quiet := 0
-	for r := range returns {
-		c.b.copies.lost.Add(1)
-		now := c.clock.Now()
-		if !last.IsZero() && now.Sub(last) < logEvery {
-			quiet++
-			continue
-		}
-		c.log.Error("amqp: a copy was returned unroutable after its original was acknowledged (PublishWith(FireAndForget)): the message is lost",
-			"message_id", r.MessageId, "exchange", r.Exchange, "to", r.RoutingKey, "reply", fmt.Sprintf("%d %s", r.ReplyCode, r.ReplyText),
-			"not_logged_since_last", quiet)
-		last, quiet = now, 0
-	}
 }
 
 // stopConsuming cancels the session's consumer once, before an abandoned delivery is given

@@ -70,9 +70,10 @@
 //   - FireAndForget (opt-in): the copy is published mandatory on the delivery's own channel and
 //     the original acknowledged right after it, without waiting. A crash between the two
 //     duplicates. Its loss window: a copy RabbitMQ does not take is lost, because its original
-//     is already acknowledged — one returned unroutable (counted in CopyStats.Lost and logged),
-//     one a full queue refuses under reject-publish, one in flight when the connection drops
-//     (neither is seen). It saves one confirmation round trip per failing message only: the
+//     is already acknowledged — one returned unroutable or refused by a full queue under
+//     reject-publish (both counted in CopyStats.Lost and logged at error level, at most once
+//     per 10 s per subscription: the channel is in confirm mode so that refusals are seen, and
+//     nothing waits for them), one in flight when the connection drops (not seen). It saves one confirmation round trip per failing message only: the
 //     acknowledgement path of messages that succeed is the same under both policies.
 //
 // Broker.CopyStats reports Published, Refused, Returned, Failed (originals held back and

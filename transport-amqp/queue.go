@@ -25,10 +25,11 @@ const (
 	// the original right after it, on the same channel, without waiting for the broker. A
 	// crash between the two duplicates, never loses; but a copy the broker does not take is
 	// lost, because the original is already acknowledged: one returned unroutable (its queue
-	// was deleted: counted in CopyStats.Lost and logged), one a full queue refuses under
-	// x-overflow reject-publish, or one in flight when the connection drops (neither is seen).
-	// Opt in only where those losses are acceptable; it saves the wait for a confirmation on
-	// failing messages only.
+	// was deleted) or refused (nack: a full queue under x-overflow reject-publish) is counted
+	// in CopyStats.Lost and logged (the channel is in confirm mode, so that refusals are seen;
+	// nothing waits for them); one in flight when the connection drops is not seen. Opt in
+	// only where those losses are acceptable; it saves the wait for a confirmation on failing
+	// messages only.
 	FireAndForget PublishPolicy = iota + 1
 	// Confirmed publishes the copy mandatory on a confirm-mode channel and acknowledges the
 	// original only once RabbitMQ has confirmed it. A copy returned unroutable, refused (nack)
