@@ -75,7 +75,8 @@ func servers(t *testing.T) []server {
 	}
 	return append(out, server{name: "rabbitmq", dial: dial, kill: kill, real: true,
 		args: func(t *testing.T, q string) string {
-			out, err := exec.Command("rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "arguments").CombinedOutput()
+			_, vhost := urlParts(t)
+			out, err := exec.Command("rabbitmqctl", "list_queues", "-p", vhost, "-q", "--no-table-headers", "name", "arguments").CombinedOutput()
 			if err != nil {
 				t.Skipf("rabbitmqctl unavailable to read queue arguments: %v", err)
 			}
@@ -165,7 +166,9 @@ func newRig(t *testing.T, s server, declare bool) *rig { return newRigLogging(t,
 func newRigLogging(t *testing.T, s server, declare bool, wrap func(slog.Handler) slog.Handler) *rig {
 	r := &rig{t: t, s: s, be: newBackend(t, s.dial, clock.Real(), false), rec: coretest.NewRecorder(t), logs: &coretest.Logs{},
 		opened: map[string]chan struct{}{}, discarded: make(chan core.Event, 16)}
-	var h slog.Handler = r.logs
+	once := newOnceKeys(r.logs)
+	t.Cleanup(func() { once.check(t) })
+	var h slog.Handler = once
 	if wrap != nil {
 		h = wrap(h)
 	}

@@ -119,15 +119,14 @@ func (c *consumer) logLimit() {
 	}
 	switch {
 	case !known:
-		c.log.Info("amqp: quorum queue without a cap, declared elsewhere with no delivery limit settle can read; the server dead-letters or discards a message after its limit, if it has one",
-			"queue", c.cfg.name)
+		c.log.Info("amqp: quorum queue without a cap, declared elsewhere with no delivery limit settle can read; the server dead-letters or discards a message after its limit, if it has one")
 	case routed:
 		c.log.Info("amqp: quorum queue without a cap; the server dead-letters a message returned past its delivery limit through the queue's dead-letter route",
-			"queue", c.cfg.name, "delivery_limit", limit)
+			"delivery_limit", limit)
 	default:
 		c.discardAt = limit
 		c.log.Warn("amqp: quorum queue without a cap or a dead-letter route; the server discards a message returned past its delivery limit (each is logged as an error); give the subscription core.DeadLetterAfter or the queue a dead-letter route",
-			"queue", c.cfg.name, "delivery_limit", limit)
+			"delivery_limit", limit)
 	}
 }
 
@@ -145,7 +144,7 @@ func (c *consumer) returnsToDiscard(d core.Delivery, v core.Verdict) {
 	}
 	err := fmt.Errorf("quorum queue %q: x-delivery-count %d reached its delivery limit %d with no dead-letter route: RabbitMQ discards the message on this return", c.cfg.name, q.count, c.discardAt)
 	c.log.Error("amqp: message returned past the quorum queue's delivery limit is discarded by the server (no dead-letter route)",
-		"queue", c.cfg.name, "message_id", d.ID(), "attempt", d.Attempt(), "delivery_count", q.count, "delivery_limit", c.discardAt, "outcome", v.Action.String())
+		"message_id", d.ID(), "attempt", d.Attempt(), "delivery_count", q.count, "delivery_limit", c.discardAt, "outcome", v.Action.String())
 	c.report(core.Event{Kind: core.EventDiscarded, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
 }
 
