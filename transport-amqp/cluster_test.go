@@ -73,7 +73,7 @@ func TestClusterLeaderKilledLosesNothing(t *testing.T) {
 	app.Register(b)
 	opened, seeded := make(chan struct{}), make(chan struct{})
 	ep := endpointOf(t, b, true, q, amqp.DLXTTL(), amqp.Prefetch(100))
-	handle := trialHandler(10 * time.Millisecond)
+	handle := trialHandler(l, 10*time.Millisecond)
 	gated := func(ctx context.Context, m *core.Message[string]) error {
 		<-seeded // the whole drain happens with every message published
 		return handle(ctx, m)

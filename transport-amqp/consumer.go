@@ -384,14 +384,15 @@ func (c *consumer) wrap(s *session, m *amqp091.Delivery) core.Delivery {
 		}
 		return &QuorumDelivery{Delivery: Delivery{s: s, raw: *m, attempt: attemptOf(n, dc), suspect: suspect}, count: dc}
 	}
+	// The redelivered flag counts only for a delivery this process handed out itself (classic.go).
 	returns := 0
-	if m.Redelivered {
-		returns = 1
-	}
 	suspect := false
 	if m.Redelivered {
-		_, own := c.returned.take(m.MessageId)
-		suspect = !own
+		how, own := c.returned.take(m.MessageId)
+		if own {
+			returns = 1
+		}
+		suspect = !own || how == classicLost
 	}
 	return &Delivery{s: s, raw: *m, attempt: attemptOf(n, returns), suspect: suspect}
 }

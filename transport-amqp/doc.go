@@ -84,14 +84,18 @@
 // m.Attempt() is 1 on the first delivery. On a quorum queue it is settle-retry-count +
 // x-delivery-count + 1 (QuorumDelivery.RedeliveryCount reports x-delivery-count), counted when
 // the message is taken. A classic queue reports only whether a message was delivered before
-// (Delivery.Redelivered), so its attempt is settle-retry-count + 1, plus one when RabbitMQ
-// marks the delivery redelivered (it was requeued, held back and returned, or its channel
-// closed): however often the same message came back, that counts once. Consequences, with
-// core's cap at claim: a classic message returned unsettled at its last attempt (attempt = cap)
-// comes back as attempt cap+1 and goes to the dead letter without its handler ("not settled
-// after N attempts") — it was delivered more than cap times; a classic message returned again
-// and again at an earlier attempt counts only one extra attempt, so a crash loop on a classic
-// queue is bounded only by whoever stops it: use a quorum queue where that matters.
+// (Delivery.Redelivered), and RabbitMQ also sets that flag on every message a node recovers
+// after an unclean stop, delivered or not. So settle counts only what it can prove: a classic
+// attempt is settle-retry-count + 1, plus one when the delivery is redelivered and this process
+// handed the message out before — it requeued it itself (a retry without a cap, an abandon, an
+// original held back after a refused copy), or the settlement found the delivery's channel
+// closed (a cut, a broker stop or crash under a running handler). However often it came back,
+// that counts once. A flag on any other delivery (a message recovered by a broker restart, one
+// prefetched and never handed out, one another process had) counts nothing, so a message that
+// always fails is dead-lettered after a handler ran each of the cap's attempts, broker crashes
+// or not. A classic queue cannot count a handler run whose process died before settling: a
+// crash loop on a classic queue is bounded only by whoever stops it; use a quorum queue where
+// that matters.
 //
 // Count headers are read strictly: settle-retry-count is a decimal string of digits (no sign,
 // no leading zero, as core.ParseCount reads it) — anything else counts as 0 and is logged, and

@@ -90,6 +90,7 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 func (c *consumer) publishThenAck(ctx context.Context, s *session, d core.Delivery, v core.Verdict, settled core.Settled, exchange, key string, msg amqp091.Publishing, mandatory bool) {
 	tag := base(d).raw.DeliveryTag
 	if s.acks.isDead() {
+		c.lostWithChannel(d)
 		settled(d, v, ErrChannelGone)
 		return
 	}
