@@ -40,11 +40,13 @@ type consumer struct {
 
 	returned ownReturns // messages this consumer requeued itself (window.go)
 
-	// discardAt is the x-delivery-count from which a message this consumer returns is discarded
-	// by the server: a quorum queue without a cap whose delivery limit has no dead-letter route
-	// (RabbitMQ 3.10 allows limit+1 deliveries, so the delivery counted limit is the last);
-	// -1 when returns are never discarded or the queue's arguments are unknown.
-	discardAt int
+	// limit is the quorum queue's delivery limit (limit.go): a message this consumer returns
+	// with an x-delivery-count of limit or more is dead-lettered by the server through route
+	// (routed), or discarded (not routed); -1 on a classic queue or when the limit is unknown.
+	limit  int
+	routed bool
+	route  string
+	moved  rateLog // lines about originals returned past the limit after a refused copy
 
 	sess     atomic.Pointer[session]
 	epoch    uint64 // of the last session opened; written by the goroutine that opens sessions
@@ -94,58 +96,15 @@ func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscriptio
 	if err := c.reopen(); err != nil {
 		return nil, nil, fmt.Errorf("consume from queue %q: %w", cfg.name, err)
 	}
-	c.discardAt = -1
-	if cfg.quorum && o.Cap == 0 {
+	c.limit = -1
+	switch {
+	case cfg.quorum && o.Cap > 0:
+		c.limit, c.routed, c.route = o.Cap+BackstopMargin, true, "queue "+o.DeadLetterTo
+	case cfg.quorum:
 		c.logLimit()
 	}
 	logDelay(c) // only for a subscription that starts
 	return c, c, nil
-}
-
-// logLimit says, at the start of a quorum subscription without a cap, what the server does with
-// a message returned past the queue's delivery limit, and sets discardAt when it discards it: a
-// WARN when there is no dead-letter route (RabbitMQ 4's default of 20 applies to every quorum
-// queue, so an uncapped retry loop ends in a discard), INFO otherwise.
-func (c *consumer) logLimit() {
-	limit, known, routed := c.cfg.limit, true, c.cfg.dlx != nil
-	if !c.b.declare {
-		// The queue is its owner's: read the limit and route it has, not the ones settle would
-		// declare (a policy may add a route settle cannot see; it is not assumed).
-		srv := c.topo.server
-		_, routed = srv["x-dead-letter-exchange"]
-		v, ok := srv["x-delivery-limit"]
-		n, err := deliveryCount(amqp091.Table{"x-delivery-count": v})
-		limit, known = n, srv != nil && ok && err == nil
-	}
-	switch {
-	case !known:
-		c.log.Info("amqp: quorum queue without a cap, declared elsewhere with no delivery limit settle can read; the server dead-letters or discards a message after its limit, if it has one")
-	case routed:
-		c.log.Info("amqp: quorum queue without a cap; the server dead-letters a message returned past its delivery limit through the queue's dead-letter route",
-			"delivery_limit", limit)
-	default:
-		c.discardAt = limit
-		c.log.Warn("amqp: quorum queue without a cap or a dead-letter route; the server discards a message returned past its delivery limit (each is logged as an error); give the subscription core.DeadLetterAfter or the queue a dead-letter route",
-			"delivery_limit", limit)
-	}
-}
-
-// returnsToDiscard reports a delivery about to be returned (a retry or an abandon with requeue)
-// that the server will discard instead of delivering again: its delivery count reached the
-// limit of a quorum queue with no dead-letter route. Settle cannot keep it; it says so, once
-// per message, with an ERROR line and an EventDiscarded.
-func (c *consumer) returnsToDiscard(d core.Delivery, v core.Verdict) {
-	if c.discardAt < 0 {
-		return
-	}
-	q, ok := d.(*QuorumDelivery)
-	if !ok || q.count < c.discardAt {
-		return
-	}
-	err := fmt.Errorf("quorum queue %q: x-delivery-count %d reached its delivery limit %d with no dead-letter route: RabbitMQ discards the message on this return", c.cfg.name, q.count, c.discardAt)
-	c.log.Error("amqp: message returned past the quorum queue's delivery limit is discarded by the server (no dead-letter route)",
-		"message_id", d.ID(), "attempt", d.Attempt(), "delivery_count", q.count, "delivery_limit", c.discardAt, "outcome", v.Action.String())
-	c.report(core.Event{Kind: core.EventDiscarded, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
 }
 
 // consumerTag names the consumer after its subscription, within AMQP's 255-byte short string.

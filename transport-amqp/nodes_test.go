@@ -24,13 +24,15 @@ import (
 type nodes struct {
 	t    *testing.T
 	dir  string
+	env  []string // for the script: the plugins to enable
 	urls []string
 }
 
 // startNodes starts n nodes (joined into one cluster when n > 1) named name-1@localhost, … on
-// AMQP ports from port and distribution ports from port+20000. Without a RabbitMQ server
-// installed the test skips (fails under SETTLE_REQUIRE_SERVERS=1).
-func startNodes(t *testing.T, n, port int, name string) *nodes {
+// AMQP ports from port and distribution ports from port+20000, with plugins enabled (the
+// management plugin listens at the AMQP port + 10000). Without a RabbitMQ server installed the
+// test skips (fails under SETTLE_REQUIRE_SERVERS=1).
+func startNodes(t *testing.T, n, port int, name string, plugins ...string) *nodes {
 	t.Helper()
 	if _, err := os.Stat("/usr/lib/rabbitmq/bin/rabbitmq-server"); err != nil {
 		if _, err := exec.LookPath("rabbitmq-server"); err != nil {
@@ -41,7 +43,7 @@ func startNodes(t *testing.T, n, port int, name string) *nodes {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := &nodes{t: t, dir: dir}
+	ns := &nodes{t: t, dir: dir, env: []string{"SETTLE_RABBITMQ_PLUGINS=" + strings.Join(plugins, ",")}}
 	t.Cleanup(func() {
 		_, _ = ns.script("stop", dir)
 		if t.Failed() {
@@ -69,6 +71,7 @@ func startNodes(t *testing.T, n, port int, name string) *nodes {
 
 func (ns *nodes) script(args ...string) (string, error) {
 	cmd := exec.Command("bash", append([]string{filepath.Join("..", "ci", "rabbitmq-cluster.sh")}, args...)...)
+	cmd.Env = append(os.Environ(), ns.env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -2,6 +2,7 @@ package amqp_test
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,6 +20,7 @@ func (ns *nodes) scriptWithin(d time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join("..", "ci", "rabbitmq-cluster.sh")}, args...)...)
+	cmd.Env = append(os.Environ(), ns.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
