@@ -41,7 +41,12 @@ import (
 // before the channel's close completes.
 //
 // A dead letter's id is its message id, or "sha256:" and a digest of its body and headers when
-// it has none (two copies of one message share an id, and are selected together).
+// it has none (two copies of one message share an id, and are selected together). A dead letter
+// settle moved is described by its settle-* headers; one RabbitMQ moved itself by the latest
+// entry of its x-death (origin, time, reason) and, at a quorum queue's delivery limit, by its
+// count: its earlier copies' settle-retry-count plus the deliveries the queue counted (the
+// dead letter's x-delivery-count, or the queue's x-delivery-limit + 1, read from the server once
+// per Ops).
 //
 // Redrive reads the dead-letter queue with basic.get on a confirm-mode channel and republishes
 // each selected message (in windows of 100 in flight) to its origin queue (its settle-origin header, or the x-death of a
