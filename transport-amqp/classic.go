@@ -26,10 +26,10 @@ import "github.com/settlehq/settle/core"
 // recovered, one prefetched and never handed to a handler, one handed out by another process
 // (a crashed one, or another instance). So a message that always fails reaches its dead letter
 // after a handler ran each of the cap's attempts, broker crashes or not. What a classic queue
-// cannot count: a run of a process that died before its settlement (each successor starts
-// that message at the same attempt again), so a message that crashes the process is never
-// stopped by the cap. Quorum queues count deliveries on the server; use them where that
-// matters.
+// cannot count: a run of a process that died before its settlement, or that a stopping process
+// abandoned (the next process starts that message at the same attempt again), so a message
+// that crashes the process is never stopped by the cap. Quorum queues count deliveries on the
+// server; use them where that matters.
 
 // What ownReturns records for a classic delivery: how it came back. Both count the redelivery;
 // only a return the consumer made itself makes it not suspect (Delivery.Suspect).
