@@ -81,6 +81,10 @@ type Expect struct {
 	// a dead letter the server moved at its delivery limit (Observed.ServerMoved) with its last
 	// delivery charged so. Without it at most one attempt may lack a handler.
 	ChargePerCrash bool
+	// HandledToCap says that the backend counts only attempts a handler ran (a classic RabbitMQ
+	// queue): a dead letter of a kind that always fails must follow a handler start of every
+	// attempt up to the cap (see unhandledAttempts).
+	HandledToCap bool
 }
 
 // Where is where a message is at the end of a trial.
@@ -401,6 +405,9 @@ func checkMessage(r *Result, id string, entries []Entry, idx []int, snap Snapsho
 			case !handled:
 				r.Charged++
 			}
+		}
+		if exp.HandledToCap && want == FinalDead {
+			checkHandledToCap(r, id, kind, entries, idx, exp.Cap)
 		}
 		switch {
 		case obs.CountErr != "":

@@ -7,6 +7,9 @@
 #   ci/rabbitmq-cluster.sh start DIR NODES AMQP_PORT DIST_PORT [NAME]
 #       start NODES nodes NAME-1@localhost … (default name settle-amqp) on AMQP ports
 #       AMQP_PORT, AMQP_PORT+1, … and distribution ports DIST_PORT, …; nodes 2.. join node 1.
+#       On DIR's data from an earlier start (the cluster stopped), every node starts at once.
+#       SETTLE_RABBITMQ_PLUGINS (comma-separated, e.g. rabbitmq_management) enables plugins; the
+#       management plugin listens on 127.0.0.1 at AMQP_PORT+10000 (statistics every 500 ms).
 #       Prints the AMQP URLs, one a line.
 #   ci/rabbitmq-cluster.sh stop DIR                 kill every node of DIR (teardown)
 #   ci/rabbitmq-cluster.sh stop-node DIR I          stop node I gracefully (rabbitmqctl stop)
@@ -108,14 +111,24 @@ start)
 			printf 'cluster_formation.classic_config.nodes.1 = %s-1@localhost\n' "$name"
 			printf 'cluster_formation.randomized_startup_delay_range.min = 0\n'
 			printf 'cluster_formation.randomized_startup_delay_range.max = 0\n'
+			case ",${SETTLE_RABBITMQ_PLUGINS:-}," in
+			*,rabbitmq_management,*)
+				printf 'management.tcp.ip = 127.0.0.1\nmanagement.tcp.port = %d\n' $((p + 10000))
+				printf 'collect_statistics_interval = 500\n'
+				;;
+			esac
 		} >"$nd/rabbitmq.conf"
 		: >"$nd/env.conf"
-		echo '[].' >"$nd/enabled_plugins"
+		echo "[${SETTLE_RABBITMQ_PLUGINS:-}]." >"$nd/enabled_plugins"
 	done
-	# Node 1 boots first; the others boot in parallel and join it.
-	start_node "$dir" 1
+	# A fresh cluster: node 1 boots first, the others boot in parallel and join it. On the data
+	# of a cluster that ran before, every node boots at once: each waits at boot for the peers it
+	# last saw running (node 1 too), so starting node 1 alone would wait for peers not started.
+	first=1
+	for i in $(seq "$nodes"); do [ -d "$dir/node$i/mnesia" ] && first=0; done
 	pids=()
-	for i in $(seq 2 "$nodes"); do start_node "$dir" "$i" & pids+=($!); done
+	if [ "$first" = 1 ]; then start_node "$dir" 1; fi
+	for i in $(seq $((1 + first)) "$nodes"); do start_node "$dir" "$i" & pids+=($!); done
 	for p in "${pids[@]}"; do wait "$p" || die "a node did not start"; done
 	running=$(ctl "$dir" 1 eval 'length(rabbit_nodes:all_running()).' 2>/dev/null | tr -d '[:space:]')
 	[ "$running" = "$nodes" ] || die "cluster formed with $running running nodes of $nodes; see $dir/node*/log"

@@ -80,6 +80,7 @@ func (a *acker) ack(tag uint64, d core.Delivery, v core.Verdict, settled core.Se
 	a.mu.Lock()
 	if a.dead {
 		a.mu.Unlock()
+		a.s.c.lostWithChannel(d)
 		settled(d, v, ErrChannelGone)
 		return
 	}
@@ -107,6 +108,7 @@ func (a *acker) reject(tag uint64, requeue bool, d core.Delivery, v core.Verdict
 	a.mu.Lock()
 	if a.dead {
 		a.mu.Unlock()
+		a.s.c.lostWithChannel(d)
 		settled(d, v, ErrChannelGone)
 		return
 	}
@@ -114,7 +116,7 @@ func (a *acker) reject(tag uint64, requeue bool, d core.Delivery, v core.Verdict
 	if requeue {
 		// Its redelivery is this consumer's doing, not a crash's (Suspect). Recorded before
 		// the frame: the redelivery can arrive before Reject returns.
-		next := 1
+		next := classicRequeued
 		if a.s.c.cfg.quorum {
 			dc, _ := deliveryCount(raw.Headers)
 			next = dc + 1
@@ -122,7 +124,10 @@ func (a *acker) reject(tag uint64, requeue bool, d core.Delivery, v core.Verdict
 		a.s.c.returned.record(raw.MessageId, next)
 	}
 	err := gone(a.s.ch.Reject(tag, requeue))
-	if requeue && err != nil {
+	switch {
+	case err != nil && !a.s.c.cfg.quorum:
+		a.s.c.lostWithChannel(d)
+	case err != nil && requeue:
 		a.s.c.returned.take(raw.MessageId) // it comes back with its closed channel: a crash's return
 	}
 	a.mark(tag, tagDone)
@@ -260,6 +265,9 @@ func (a *acker) report(done []pendingAck) {
 		return
 	}
 	for _, p := range done {
+		if p.err != nil {
+			a.s.c.lostWithChannel(p.d)
+		}
 		p.settled(p.d, p.v, p.err)
 	}
 	clear(done) // no delivery stays reachable from the spare

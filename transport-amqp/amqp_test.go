@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,7 +34,10 @@ type server struct {
 	args func(t *testing.T, queue string) string
 	// info describes a queue for failure messages (amqptest only).
 	info func(queue string) string
-	real bool
+	// counts reads queues' counts as the management API does: amqptest's broker, or the
+	// management plugin at SETTLE_TEST_AMQP_MANAGEMENT_URL; nil when the server has none.
+	counts amqp.QueueCounter
+	real   bool
 }
 
 // servers returns the brokers to run a case on; the real one only when it is reachable.
@@ -40,8 +45,9 @@ func servers(t *testing.T) []server {
 	srv := amqptest.NewBroker(clock.Real())
 	out := []server{{
 		name: "amqptest", dial: srv.Dial, kill: srv.CloseAllConnections,
-		args: func(t *testing.T, q string) string { return fmt.Sprint(srv.QueueArgs(q)) },
-		info: func(q string) string { i, _ := srv.Queue(q); return fmt.Sprintf("%+v", i) },
+		args:   func(t *testing.T, q string) string { return fmt.Sprint(srv.QueueArgs(q)) },
+		info:   func(q string) string { i, _ := srv.Queue(q); return fmt.Sprintf("%+v", i) },
+		counts: srv,
 	}}
 	c, err := amqp.URL(url)()
 	if err != nil {
@@ -73,9 +79,17 @@ func servers(t *testing.T) []server {
 		}
 		conns = nil
 	}
-	return append(out, server{name: "rabbitmq", dial: dial, kill: kill, real: true,
+	var counts amqp.QueueCounter
+	if m := os.Getenv("SETTLE_TEST_AMQP_MANAGEMENT_URL"); m != "" {
+		_, vhost := urlParts(t)
+		if counts, err = amqp.ManagementAPI(m, vhost); err != nil {
+			t.Fatalf("SETTLE_TEST_AMQP_MANAGEMENT_URL: %v", err)
+		}
+	}
+	return append(out, server{name: "rabbitmq", dial: dial, kill: kill, real: true, counts: counts,
 		args: func(t *testing.T, q string) string {
-			out, err := exec.Command("rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "arguments").CombinedOutput()
+			_, vhost := urlParts(t)
+			out, err := exec.Command("rabbitmqctl", "list_queues", "-p", vhost, "-q", "--no-table-headers", "name", "arguments").CombinedOutput()
 			if err != nil {
 				t.Skipf("rabbitmqctl unavailable to read queue arguments: %v", err)
 			}
@@ -165,7 +179,9 @@ func newRig(t *testing.T, s server, declare bool) *rig { return newRigLogging(t,
 func newRigLogging(t *testing.T, s server, declare bool, wrap func(slog.Handler) slog.Handler) *rig {
 	r := &rig{t: t, s: s, be: newBackend(t, s.dial, clock.Real(), false), rec: coretest.NewRecorder(t), logs: &coretest.Logs{},
 		opened: map[string]chan struct{}{}, discarded: make(chan core.Event, 16)}
-	var h slog.Handler = r.logs
+	once := newOnceKeys(r.logs)
+	t.Cleanup(func() { once.check(t) })
+	var h slog.Handler = once
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -360,7 +376,10 @@ func TestQuorumCapMovesWithReason(t *testing.T) {
 			t.Fatalf("dead letter %+v (%v, %v), body %q", info, ok, err, got[0].Body)
 		}
 		args := s.args(t, q)
-		for _, want := range []string{"x-delivery-limit", "5", "x-dead-letter-routing-key", dead, "x-queue-type", "quorum",
+		if !hasArg(args, "x-delivery-limit", strconv.Itoa(5+amqp.BackstopMargin)) {
+			t.Errorf("queue arguments %s: want x-delivery-limit %d", args, 5+amqp.BackstopMargin)
+		}
+		for _, want := range []string{"x-dead-letter-routing-key", dead, "x-queue-type", "quorum",
 			"x-dead-letter-strategy", "at-least-once", "x-overflow", "reject-publish"} {
 			if !strings.Contains(args, want) {
 				t.Errorf("queue arguments %s lack %q", args, want)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"sync"
@@ -22,6 +23,29 @@ import (
 
 // url is the RabbitMQ the tests run against.
 var url = coretest.Env("SETTLE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+
+// urlParts reads url as the client does: its host:port and its virtual host ("/" when the URL
+// names none). A URL that does not parse fails the test.
+func urlParts(t testing.TB) (hostPort, vhost string) {
+	t.Helper()
+	u, err := amqp091.ParseURI(url)
+	if err != nil {
+		t.Fatalf("SETTLE_TEST_AMQP_URL %q: %v", url, err)
+	}
+	return net.JoinHostPort(u.Host, strconv.Itoa(u.Port)), u.Vhost
+}
+
+// urlVia is url with its host:port replaced by 127.0.0.1:port (a proxy of the test's own),
+// with the same credentials and virtual host.
+func urlVia(t testing.TB, port int) string {
+	t.Helper()
+	u, err := amqp091.ParseURI(url)
+	if err != nil {
+		t.Fatalf("SETTLE_TEST_AMQP_URL %q: %v", url, err)
+	}
+	u.Host, u.Port = "127.0.0.1", port
+	return u.String()
+}
 
 // realServer returns a DialFunc for the real RabbitMQ, or skips (fails under
 // SETTLE_REQUIRE_SERVERS=1) when it cannot be reached.

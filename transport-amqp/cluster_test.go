@@ -37,7 +37,7 @@ func TestClusterLeaderKilledLosesNothing(t *testing.T) {
 	}
 	declareOn(t, home, dead, amqp091.Table{"x-queue-type": "quorum"})
 	declareOn(t, home, q+amqp.RetrySuffix, amqp.WaitingQueue("").Args(q))
-	declareOn(t, ns.urls[0], q, amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(trialCap),
+	declareOn(t, ns.urls[0], q, amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(trialCap + amqp.BackstopMargin),
 		"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead, "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"})
 	// The service connects to node 2 first: the leader's node dies under the queue, not under
 	// the service's connection. With SETTLE_AMQP_CLUSTER_CLIENT_ON_LEADER=1 it connects to
@@ -73,7 +73,7 @@ func TestClusterLeaderKilledLosesNothing(t *testing.T) {
 	app.Register(b)
 	opened, seeded := make(chan struct{}), make(chan struct{})
 	ep := endpointOf(t, b, true, q, amqp.DLXTTL(), amqp.Prefetch(100))
-	handle := trialHandler(10 * time.Millisecond)
+	handle := trialHandler(l, 10*time.Millisecond)
 	gated := func(ctx context.Context, m *core.Message[string]) error {
 		<-seeded // the whole drain happens with every message published
 		return handle(ctx, m)

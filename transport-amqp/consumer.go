@@ -36,14 +36,17 @@ type consumer struct {
 	dropByAck bool
 
 	held holdBack // waits of originals whose copies the broker did not take
+	lost rateLog  // lines about FireAndForget copies the broker did not take
 
 	returned ownReturns // messages this consumer requeued itself (window.go)
 
-	// discardAt is the x-delivery-count from which a message this consumer returns is discarded
-	// by the server: a quorum queue without a cap whose delivery limit has no dead-letter route
-	// (RabbitMQ 3.10 allows limit+1 deliveries, so the delivery counted limit is the last);
-	// -1 when returns are never discarded or the queue's arguments are unknown.
-	discardAt int
+	// limit is the quorum queue's delivery limit (limit.go): a message this consumer returns
+	// with an x-delivery-count of limit or more is dead-lettered by the server through route
+	// (routed), or discarded (not routed); -1 on a classic queue or when the limit is unknown.
+	limit  int
+	routed bool
+	route  string
+	moved  rateLog // lines about originals returned past the limit after a refused copy
 
 	sess     atomic.Pointer[session]
 	epoch    uint64 // of the last session opened; written by the goroutine that opens sessions
@@ -93,59 +96,15 @@ func open(ctx context.Context, b *Broker, cfg *queueConfig, sub core.Subscriptio
 	if err := c.reopen(); err != nil {
 		return nil, nil, fmt.Errorf("consume from queue %q: %w", cfg.name, err)
 	}
-	c.discardAt = -1
-	if cfg.quorum && o.Cap == 0 {
+	c.limit = -1
+	switch {
+	case cfg.quorum && o.Cap > 0:
+		c.limit, c.routed, c.route = o.Cap+BackstopMargin, true, "queue "+o.DeadLetterTo
+	case cfg.quorum:
 		c.logLimit()
 	}
 	logDelay(c) // only for a subscription that starts
 	return c, c, nil
-}
-
-// logLimit says, at the start of a quorum subscription without a cap, what the server does with
-// a message returned past the queue's delivery limit, and sets discardAt when it discards it: a
-// WARN when there is no dead-letter route (RabbitMQ 4's default of 20 applies to every quorum
-// queue, so an uncapped retry loop ends in a discard), INFO otherwise.
-func (c *consumer) logLimit() {
-	limit, known, routed := c.cfg.limit, true, c.cfg.dlx != nil
-	if !c.b.declare {
-		// The queue is its owner's: read the limit and route it has, not the ones settle would
-		// declare (a policy may add a route settle cannot see; it is not assumed).
-		srv := c.topo.server
-		_, routed = srv["x-dead-letter-exchange"]
-		v, ok := srv["x-delivery-limit"]
-		n, err := deliveryCount(amqp091.Table{"x-delivery-count": v})
-		limit, known = n, srv != nil && ok && err == nil
-	}
-	switch {
-	case !known:
-		c.log.Info("amqp: quorum queue without a cap, declared elsewhere with no delivery limit settle can read; the server dead-letters or discards a message after its limit, if it has one",
-			"queue", c.cfg.name)
-	case routed:
-		c.log.Info("amqp: quorum queue without a cap; the server dead-letters a message returned past its delivery limit through the queue's dead-letter route",
-			"queue", c.cfg.name, "delivery_limit", limit)
-	default:
-		c.discardAt = limit
-		c.log.Warn("amqp: quorum queue without a cap or a dead-letter route; the server discards a message returned past its delivery limit (each is logged as an error); give the subscription core.DeadLetterAfter or the queue a dead-letter route",
-			"queue", c.cfg.name, "delivery_limit", limit)
-	}
-}
-
-// returnsToDiscard reports a delivery about to be returned (a retry or an abandon with requeue)
-// that the server will discard instead of delivering again: its delivery count reached the
-// limit of a quorum queue with no dead-letter route. Settle cannot keep it; it says so, once
-// per message, with an ERROR line and an EventDiscarded.
-func (c *consumer) returnsToDiscard(d core.Delivery, v core.Verdict) {
-	if c.discardAt < 0 {
-		return
-	}
-	q, ok := d.(*QuorumDelivery)
-	if !ok || q.count < c.discardAt {
-		return
-	}
-	err := fmt.Errorf("quorum queue %q: x-delivery-count %d reached its delivery limit %d with no dead-letter route: RabbitMQ discards the message on this return", c.cfg.name, q.count, c.discardAt)
-	c.log.Error("amqp: message returned past the quorum queue's delivery limit is discarded by the server (no dead-letter route)",
-		"queue", c.cfg.name, "message_id", d.ID(), "attempt", d.Attempt(), "delivery_count", q.count, "delivery_limit", c.discardAt, "outcome", v.Action.String())
-	c.report(core.Event{Kind: core.EventDiscarded, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
 }
 
 // consumerTag names the consumer after its subscription, within AMQP's 255-byte short string.
@@ -172,7 +131,8 @@ type session struct {
 	next       <-chan amqp091.Delivery // the consumer a window change started; read once deliveries closes
 	acks       acker
 	win        window
-	held       held // deliveries received, not handed out yet (Next only)
+	held       held        // deliveries received, not handed out yet (Next only)
+	copies     unconfirmed // FireAndForget copies published on ch, not confirmed yet
 
 	cancelOnce sync.Once // basic.cancel before the first abandoned delivery is given back
 
@@ -198,11 +158,17 @@ func (c *consumer) reopen() error {
 	if err := ch.Qos(1, 0, false); err != nil {
 		return fail(fmt.Errorf("basic.qos 1: %w", err))
 	}
+	var returns chan amqp091.Return
+	var confirms chan amqp091.Confirmation
 	if c.cfg.policy == FireAndForget {
 		// Copies go out on this channel, mandatory, and their originals are acknowledged
-		// right away: a copy the broker returns is lost, and is at least counted and logged.
-		returns := ch.NotifyReturn(make(chan amqp091.Return, 16))
-		go c.lostCopies(returns)
+		// right away: a copy the broker returns or refuses is lost, and is at least counted
+		// and logged (fireandforget.go).
+		if err := ch.Confirm(false); err != nil {
+			return fail(fmt.Errorf("confirm mode for FireAndForget copies: %w", err))
+		}
+		returns = ch.NotifyReturn(make(chan amqp091.Return, 16))
+		confirms = ch.NotifyPublish(make(chan amqp091.Confirmation, 64))
 	}
 	dl, err := ch.Consume(c.cfg.name, c.tag, false, c.cfg.exclusive, false, false, nil)
 	if err != nil {
@@ -210,6 +176,9 @@ func (c *consumer) reopen() error {
 	}
 	c.epoch++
 	s := &session{c: c, ch: ch, epoch: c.epoch, deliveries: dl}
+	if confirms != nil {
+		go c.watchCopies(s, returns, confirms)
+	}
 	s.win = window{tag: c.tag}
 	s.acks.init(s)
 	closes := ch.NotifyClose(make(chan *amqp091.Error, 1))
@@ -225,25 +194,6 @@ func (c *consumer) reopen() error {
 		_ = old.ch.Close()
 	}
 	return nil
-}
-
-// lostCopies counts and logs (at most once per logEvery) the copies the broker returned
-// unroutable under FireAndForget, whose originals were already acknowledged.
-func (c *consumer) lostCopies(returns <-chan amqp091.Return) {
-	var last time.Time
-	quiet := 0
-	for r := range returns {
-		c.b.copies.lost.Add(1)
-		now := c.clock.Now()
-		if !last.IsZero() && now.Sub(last) < logEvery {
-			quiet++
-			continue
-		}
-		c.log.Error("amqp: a copy was returned unroutable after its original was acknowledged (PublishWith(FireAndForget)): the message is lost",
-			"message_id", r.MessageId, "exchange", r.Exchange, "to", r.RoutingKey, "reply", fmt.Sprintf("%d %s", r.ReplyCode, r.ReplyText),
-			"not_logged_since_last", quiet)
-		last, quiet = now, 0
-	}
 }
 
 // stopConsuming cancels the session's consumer once, before an abandoned delivery is given
@@ -393,14 +343,15 @@ func (c *consumer) wrap(s *session, m *amqp091.Delivery) core.Delivery {
 		}
 		return &QuorumDelivery{Delivery: Delivery{s: s, raw: *m, attempt: attemptOf(n, dc), suspect: suspect}, count: dc}
 	}
+	// The redelivered flag counts only for a delivery this process handed out itself (classic.go).
 	returns := 0
-	if m.Redelivered {
-		returns = 1
-	}
 	suspect := false
 	if m.Redelivered {
-		_, own := c.returned.take(m.MessageId)
-		suspect = !own
+		how, own := c.returned.take(m.MessageId)
+		if own {
+			returns = 1
+		}
+		suspect = !own || how == classicLost
 	}
 	return &Delivery{s: s, raw: *m, attempt: attemptOf(n, returns), suspect: suspect}
 }

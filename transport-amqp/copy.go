@@ -145,18 +145,27 @@ type CopyStats struct {
 	// closed, the context ended): their originals were held back and returned, or come back
 	// with their channel.
 	Failed uint64
-	// Lost copies were returned unroutable under FireAndForget, after their originals had been
-	// acknowledged: those messages are gone (the documented loss window of FireAndForget).
+	// ServerMoved counts originals of refused, returned or failed copies whose return passed
+	// their quorum queue's delivery limit: RabbitMQ dead-letters them itself, through the
+	// queue's dead-letter route (at-least-once: while the route refuses them, RabbitMQ keeps
+	// them in the queue, not ready and out of consumers' sight). Each is also in Refused,
+	// Returned or Failed.
+	ServerMoved uint64
+	// Lost copies were returned unroutable or refused (nack) under FireAndForget, after their
+	// originals had been acknowledged: those messages are gone (the documented loss window of
+	// FireAndForget).
 	Lost uint64
 }
 
-type copyCounters struct{ published, refused, returned, failed, lost atomic.Uint64 }
+type copyCounters struct {
+	published, refused, returned, failed, lost, serverMoved atomic.Uint64
+}
 
 // CopyStats reports the Broker's copy counters since it was created.
 func (b *Broker) CopyStats() CopyStats {
 	c := &b.copies
 	return CopyStats{Published: c.published.Load(), Refused: c.refused.Load(), Returned: c.returned.Load(),
-		Failed: c.failed.Load(), Lost: c.lost.Load()}
+		Failed: c.failed.Load(), ServerMoved: c.serverMoved.Load(), Lost: c.lost.Load()}
 }
 
 func (c *copyCounters) count(err error) {
@@ -180,10 +189,9 @@ func (c *copyCounters) count(err error) {
 // refused copy never turns into an immediate redelivery loop; failures are logged at most once
 // per logEvery per subscription, with how many there were.
 type holdBack struct {
-	mu         sync.Mutex
-	waits      map[string]holdRound // by destination (exchange/routing key)
-	lastLog    time.Time
-	suppressed int
+	mu    sync.Mutex
+	waits map[string]holdRound // by destination (exchange/routing key)
+	logs  rateLog
 }
 
 // holdRound is a destination's current wait and when its round ends.
@@ -221,16 +229,23 @@ func (h *holdBack) ok(dest string) {
 	h.mu.Unlock()
 }
 
-// shouldLog reports whether a failure seen now is logged, and how many were not since the last.
-func (h *holdBack) shouldLog(now time.Time) (bool, int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.lastLog.IsZero() && now.Sub(h.lastLog) < logEvery {
-		h.suppressed++
+// rateLog lets one line through per logEvery and counts the ones it holds back.
+type rateLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether a line seen now is logged, and how many were not since the last.
+func (r *rateLog) allow(now time.Time) (bool, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.last.IsZero() && now.Sub(r.last) < logEvery {
+		r.suppressed++
 		return false, 0
 	}
-	n := h.suppressed
-	h.lastLog, h.suppressed = now, 0
+	n := r.suppressed
+	r.last, r.suppressed = now, 0
 	return true, n
 }
 
@@ -240,14 +255,24 @@ func (c *consumer) hold(s *session, d core.Delivery, v core.Verdict, settled cor
 	c.b.copies.count(err)
 	c.report(core.Event{Kind: core.EventCopyRefused, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
 	wait := c.held.next(dest, c.clock.Now(), c.b.copyBackoff[0], c.b.copyBackoff[1])
-	if log, quiet := c.held.shouldLog(c.clock.Now()); log {
-		c.log.Error("amqp: a copy was not taken by the broker; its original is held back, then returned to the queue",
-			"message_id", d.ID(), "attempt", d.Attempt(), "action", v.Action.String(), "to", dest, "error", err,
-			"held", wait, "not_logged_since_last", quiet, "stats", slog.AnyValue(c.b.CopyStats()))
+	// An original whose return the server dead-letters or discards (it reached the quorum
+	// queue's delivery limit) is not "returned to the queue": once it is returned, movedByServer
+	// says what happened to it instead.
+	_, past := c.pastLimit(d)
+	if !past {
+		if log, quiet := c.held.logs.allow(c.clock.Now()); log {
+			c.log.Error("amqp: a copy was not taken by the broker; its original is held back, then returned to the queue",
+				"message_id", d.ID(), "attempt", d.Attempt(), "action", v.Action.String(), "to", dest, "error", err,
+				"held", wait, "not_logged_since_last", quiet, "stats", slog.AnyValue(c.b.CopyStats()))
+		}
 	}
 	tag := base(d).raw.DeliveryTag
 	s.holdFor(c.clock, wait, func() {
-		s.acks.reject(tag, true, d, v, func(core.Delivery, core.Verdict, error) {})
+		s.acks.reject(tag, true, d, v, func(_ core.Delivery, _ core.Verdict, rerr error) {
+			if past && rerr == nil {
+				c.movedByServer(d, v, dest, err)
+			}
+		})
 	})
 	settled(d, v, err)
 }

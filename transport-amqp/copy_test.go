@@ -172,6 +172,44 @@ func TestFireAndForgetReturnedCopyCountedLost(t *testing.T) {
 	})
 }
 
+// Issue 42, item 5: under FireAndForget a copy the broker refuses (a full dead-letter queue
+// under x-overflow reject-publish: a nack) after its original was acknowledged is lost like an
+// unroutable one, and counted (CopyStats.Lost) and logged like it.
+func TestFireAndForgetRefusedCopyCountedLost(t *testing.T) {
+	const lost = "amqp: a copy was refused (nack) after its original was acknowledged (PublishWith(FireAndForget)): the message is lost"
+	each(t, func(t *testing.T, s server) {
+		logged := make(chan struct{}, 1)
+		r := newRigLogging(t, s, true, func(h slog.Handler) slog.Handler { return signal{h, lost, logged} })
+		q, dead := r.q("work"), r.q("work.dead")
+		r.declare(dead, amqp091.Table{"x-max-length": int64(1), "x-overflow": "reject-publish"})
+		ep, err := amqp.Classic(r.broker, q, amqp.PublishWith(amqp.FireAndForget))
+		if err != nil {
+			t.Fatal(err)
+		}
+		subscribe(r, ep, func(context.Context, *core.Message[string]) error { return core.Retry() }, rawCodec, core.DeadLetterAfter(1, dead))
+		r.start()
+		r.waitOpen(q)
+		r.fill(dead)
+		r.publish(q, "m")
+		r.rec.WaitSettled(1)
+		select {
+		case <-logged:
+		case <-time.After(coretest.WaitTimeout):
+			t.Fatal("the refused copy was not logged")
+		}
+		r.stop()
+		if st := r.broker.CopyStats(); st.Lost != 1 || st.Published != 1 {
+			t.Fatalf("copy stats %+v, want 1 published, 1 lost", st)
+		}
+		if l := r.logs.Find(lost); len(l) != 1 || l[0].Attrs["message_id"] == nil {
+			t.Errorf("error lines %v, want one naming the message", l)
+		}
+		if n := len(r.drain(q, 0)); n != 0 {
+			t.Fatalf("%d messages left", n)
+		}
+	})
+}
+
 // Publish under WithConfirm is mandatory: a message no queue takes is an error, not a silent
 // drop (the outbox relay's copies rely on it).
 func TestPublishConfirmedUnroutableRefused(t *testing.T) {

@@ -141,12 +141,12 @@ func (p inProcessDelay) release(c *consumer, d core.Delivery, copy amqp091.Publi
 		c.report(core.Event{Kind: core.EventCopyRefused, MessageID: d.ID(), Attempt: d.Attempt(), Err: err})
 		if errors.Is(err, core.ErrClosed) {
 			c.log.Error("amqp: delayed copy lost: publishing it back failed and the broker is closed",
-				"queue", queue, "message_id", d.ID(), "attempt", d.Attempt(), "error", err)
+				"message_id", d.ID(), "attempt", d.Attempt(), "error", err)
 			return
 		}
 		wait := clock.Backoff(waited, p.b.copyBackoff[0], p.b.copyBackoff[1])
 		c.log.Error("amqp: delayed copy not published back; it stays in the process and is tried again",
-			"queue", queue, "message_id", d.ID(), "attempt", d.Attempt(), "failures", failed+1, "retry_in", wait, "error", err)
+			"message_id", d.ID(), "attempt", d.Attempt(), "failures", failed+1, "retry_in", wait, "error", err)
 		p.b.delays.Schedule(queue, d, wait, p.release(c, d, copy, failed+1, wait))
 	}
 }

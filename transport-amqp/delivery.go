@@ -19,9 +19,11 @@ const RetryCountHeader = core.HeaderRetryCount
 // Delivery is one message from a classic queue. Handlers reach it with a type assertion on
 // core.Message.Delivery(); a quorum queue's deliveries are *QuorumDelivery.
 //
-// Attempt is settle-retry-count + 1, plus one when RabbitMQ reports the delivery as
-// redelivered (it was requeued or returned by a closed channel). A classic queue reports only
-// that flag, not how often, so repeated returns of the same message count once.
+// Attempt is settle-retry-count + 1, plus one when RabbitMQ reports the delivery as redelivered
+// and this process handed the message out before (it requeued it, or its channel closed under
+// a handler). A classic queue reports only that flag, not how often, and sets it on every
+// message a node recovers after an unclean stop too, so a flag settle cannot trace to its own
+// delivery counts nothing (see the package doc, Attempts), and repeated returns count once.
 type Delivery struct {
 	s       *session
 	raw     amqp091.Delivery
@@ -68,8 +70,9 @@ func (d *Delivery) Headers() map[string]string {
 	return out
 }
 
-// Redelivered reports whether RabbitMQ delivered this message before (it was requeued, or its
-// channel closed before it was settled).
+// Redelivered reports RabbitMQ's redelivered flag: the message was delivered before (it was
+// requeued, or its channel closed before it was settled) — or, on a classic queue, a node
+// recovered it after an unclean stop, delivered before or not.
 func (d *Delivery) Redelivered() bool { return d.raw.Redelivered }
 
 // Queue names the queue the message was consumed from.

@@ -14,19 +14,21 @@
 //     Without a cap a retry is a plain requeue.
 //   - Quorum(b, "payouts", ...) — the server counts (x-delivery-count). A retry is a plain
 //     requeue; core.DeadLetterAfter(n, dest) needs DeclareTopology(true) and becomes queue
-//     arguments: x-queue-type=quorum, x-delivery-limit=n, x-dead-letter-exchange="",
-//     x-dead-letter-routing-key=dest, x-dead-letter-strategy=at-least-once and
-//     x-overflow=reject-publish. settle itself moves a message at its cap (a confirmed copy with
-//     its count and reason); the delivery limit is the backstop for deliveries that never settle
-//     (RabbitMQ 3.10 delivers a message limit+1 times, so settle sees delivery n+1 and moves it
-//     without calling the handler; only a message whose every delivery dies is moved by the
-//     server, with x-death and no settle headers: read it with Deaths). Without a cap the queue
-//     gets an explicit x-delivery-limit of DefaultDeliveryLimit (RabbitMQ 4's default), settable
-//     with DeliveryLimit, which needs a DeadLetterExchange route. Without a route RabbitMQ
-//     discards a message returned past that limit (an uncapped retry loop ends there): the
-//     subscription logs a WARN when it starts, and each return the server will discard is an
-//     ERROR line (queue, message id, attempt) and a core.EventDiscarded
-//     (settle.messages.discarded in settle's OpenTelemetry metrics).
+//     arguments: x-queue-type=quorum, x-delivery-limit=n+BackstopMargin,
+//     x-dead-letter-exchange="", x-dead-letter-routing-key=dest,
+//     x-dead-letter-strategy=at-least-once and x-overflow=reject-publish. settle itself moves a
+//     message at its cap (a confirmed copy with its count and reason; a delivery past the cap
+//     goes there without its handler). The delivery limit, BackstopMargin (10) deliveries
+//     further, is the backstop for a message settle cannot move — its dead-letter copies refused
+//     again and again, or its deliveries dying with their processes — and lies far enough from
+//     the cap that the returns settle makes itself after refused copies do not reach it. A
+//     message the server moves carries x-death and no settle headers: Deaths reads it, and Ops
+//     shows its count and reason. Without a cap the queue gets an explicit x-delivery-limit of
+//     DefaultDeliveryLimit (RabbitMQ 4's default), settable with DeliveryLimit, which needs a
+//     DeadLetterExchange route. Without a route RabbitMQ discards a message returned past that
+//     limit (an uncapped retry loop ends there): the subscription logs a WARN when it starts,
+//     and each return the server will discard is an ERROR line (queue, message id, attempt) and
+//     a core.EventDiscarded (settle.messages.discarded in settle's OpenTelemetry metrics).
 //
 // # Outcomes
 //
@@ -70,27 +72,34 @@
 //   - FireAndForget (opt-in): the copy is published mandatory on the delivery's own channel and
 //     the original acknowledged right after it, without waiting. A crash between the two
 //     duplicates. Its loss window: a copy RabbitMQ does not take is lost, because its original
-//     is already acknowledged — one returned unroutable (counted in CopyStats.Lost and logged),
-//     one a full queue refuses under reject-publish, one in flight when the connection drops
-//     (neither is seen). It saves one confirmation round trip per failing message only: the
-//     acknowledgement path of messages that succeed is the same under both policies.
+//     is already acknowledged — one returned unroutable or refused by a full queue under
+//     reject-publish (both counted in CopyStats.Lost and logged at error level, at most once
+//     per 10 s per subscription: the channel is in confirm mode so that refusals are seen, and
+//     nothing waits for them), one in flight when the connection drops (not seen). It saves
+//     one confirmation round trip per failing message only: the acknowledgement path of
+//     messages that succeed is the same under both policies.
 //
 // Broker.CopyStats reports Published, Refused, Returned, Failed (originals held back and
-// returned) and Lost (FireAndForget) copies since the Broker was created, for metrics.
+// returned), ServerMoved (originals whose return passed a quorum queue's delivery limit, see
+// below) and Lost (FireAndForget) copies since the Broker was created, for metrics.
 //
 // # Attempts
 //
 // m.Attempt() is 1 on the first delivery. On a quorum queue it is settle-retry-count +
 // x-delivery-count + 1 (QuorumDelivery.RedeliveryCount reports x-delivery-count), counted when
 // the message is taken. A classic queue reports only whether a message was delivered before
-// (Delivery.Redelivered), so its attempt is settle-retry-count + 1, plus one when RabbitMQ
-// marks the delivery redelivered (it was requeued, held back and returned, or its channel
-// closed): however often the same message came back, that counts once. Consequences, with
-// core's cap at claim: a classic message returned unsettled at its last attempt (attempt = cap)
-// comes back as attempt cap+1 and goes to the dead letter without its handler ("not settled
-// after N attempts") — it was delivered more than cap times; a classic message returned again
-// and again at an earlier attempt counts only one extra attempt, so a crash loop on a classic
-// queue is bounded only by whoever stops it: use a quorum queue where that matters.
+// (Delivery.Redelivered), and RabbitMQ also sets that flag on every message a node recovers
+// after an unclean stop, delivered or not. So settle counts only what it can prove: a classic
+// attempt is settle-retry-count + 1, plus one when the delivery is redelivered and this process
+// handed the message out before — it requeued it itself (a retry without a cap, an abandon, an
+// original held back after a refused copy), or the settlement found the delivery's channel
+// closed (a cut, a broker stop or crash under a running handler). However often it came back,
+// that counts once. A flag on any other delivery (a message recovered by a broker restart, one
+// prefetched and never handed out, one another process had) counts nothing, so a message that
+// always fails is dead-lettered after a handler ran each of the cap's attempts, broker crashes
+// or not. A classic queue cannot count a handler run whose process died before settling: a
+// crash loop on a classic queue is bounded only by whoever stops it; use a quorum queue where
+// that matters.
 //
 // Count headers are read strictly: settle-retry-count is a decimal string of digits (no sign,
 // no leading zero, as core.ParseCount reads it) — anything else counts as 0 and is logged, and
@@ -106,7 +115,25 @@
 // count), settle-origin, settle-dead-at and settle-error (the outcome's cause or error text, at
 // most 1 KiB); read them with core.ParseDeadLetterInfo. A message RabbitMQ moved by itself (a
 // quorum queue's delivery-limit backstop, a queue's own DeadLetterExchange) carries x-death:
-// Deaths reads it.
+// Deaths reads it, and Ops (the operations view, and the settle command) shows where, when and
+// why it died and, at a delivery limit, its count: the copies before it (its
+// settle-retry-count) plus the deliveries the queue counted (x-delivery-count where the dead
+// letter carries it, otherwise the queue's x-delivery-limit + 1, read from the server).
+//
+// # When the server takes over
+//
+// A quorum queue dead-letters a message itself when one of its returns passes the delivery
+// limit. settle says so whenever the return is its own: a retry or an abandon on a queue
+// without a dead-letter route is discarded (an ERROR line and a core.EventDiscarded); an
+// original held back after a refused copy and then returned past the limit is dead-lettered by
+// RabbitMQ, at-least-once. When the dead-letter route refuses it as well (the dead-letter queue
+// deleted or full, often the very destination whose refusal held the original back), RabbitMQ
+// keeps it in the queue — not ready, delivered to no consumer, missing from the ready count —
+// and tries again on a timer of minutes, for as long as the route refuses it. Nothing is lost,
+// but nothing a consumer sees shows it either: settle logs an ERROR line saying so (at most
+// once per 10 s per subscription), counts it in CopyStats.ServerMoved, and Ops counts it as
+// Stats.DeadLettering when it has the management plugin's figures (OpsCounts with
+// ManagementAPI: a passive queue.declare counts ready messages only).
 //
 // # Delays
 //

@@ -23,5 +23,5 @@ func SetFlushInterval(d time.Duration) (restore func()) {
 
 // QueueArguments reads an existing queue's arguments without declaring (queueArguments).
 func QueueArguments(b *Broker, name string, durable bool) (amqp091.Table, error) {
-	return queueArguments(b, name, durable, false)
+	return queueArguments(b.channel, name, durable, false)
 }

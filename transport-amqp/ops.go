@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rabbitmq/amqp091-go"
@@ -22,8 +23,11 @@ import (
 //
 // Stats passively declares each queue: queue.declare-ok counts its ready messages. Ready is the
 // queue's count, Delayed the sum of its waiting queues' (DLXTTL), Dead the dead-letter queue's.
-// RabbitMQ reports unacknowledged messages only through its management plugin, and the age of
-// the oldest message only by taking it, so InFlight and OldestReady are reported unmeasured.
+// RabbitMQ reports unacknowledged messages, and the messages a quorum queue is dead-lettering
+// (at-least-once, while the destination is full or missing: out of the ready count and out of
+// consumers' sight), only through its management plugin: with OpsCounts (ManagementAPI) they are
+// InFlight and DeadLettering, without it both are reported unmeasured. The age of the oldest
+// message RabbitMQ tells only by delivering it, so OldestReady is unmeasured.
 //
 // Listing and showing read the dead-letter queue with basic.get without acknowledging, then
 // close the channel, which returns every message read to its place. That is not free: each
@@ -37,7 +41,12 @@ import (
 // before the channel's close completes.
 //
 // A dead letter's id is its message id, or "sha256:" and a digest of its body and headers when
-// it has none (two copies of one message share an id, and are selected together).
+// it has none (two copies of one message share an id, and are selected together). A dead letter
+// settle moved is described by its settle-* headers; one RabbitMQ moved itself by the latest
+// entry of its x-death (origin, time, reason) and, at a quorum queue's delivery limit, by its
+// count: its earlier copies' settle-retry-count plus the deliveries the queue counted (the
+// dead letter's x-delivery-count, or the queue's x-delivery-limit + 1, read from the server once
+// per Ops).
 //
 // Redrive reads the dead-letter queue with basic.get on a confirm-mode channel and republishes
 // each selected message (in windows of 100 in flight) to its origin queue (its settle-origin header, or the x-death of a
@@ -55,6 +64,10 @@ type Ops struct {
 	waiting []string
 	named   bool // waiting queues named by OpsWaitingQueues: a missing one is an error
 	clock   clock.Clock
+	counts  QueueCounter // OpsCounts; nil: in flight and dead-lettering are not measured
+
+	limitMu sync.Mutex
+	limits  map[string]int // quorum queues' delivery limits read from the server (-1: none)
 }
 
 var _ ops.Queue = (*Ops)(nil)
@@ -72,6 +85,21 @@ func OpsWaitingQueues(names ...string) OpsOption {
 			}
 		}
 		o.waiting, o.named = names, true
+		return nil
+	}
+}
+
+// OpsCounts measures the queue's in-flight and dead-lettering messages with c (ManagementAPI
+// for a real RabbitMQ): Stats.InFlight is its unacknowledged count and Stats.DeadLettering its
+// messages that are neither ready nor unacknowledged — on a quorum queue, those RabbitMQ is
+// dead-lettering at-least-once and has not delivered yet (the destination is full or missing).
+// Without it both figures are reported unmeasured: AMQP counts ready messages only.
+func OpsCounts(c QueueCounter) OpsOption {
+	return func(o *Ops) error {
+		if c == nil {
+			return errors.New("amqp.OpsCounts(nil): no counter")
+		}
+		o.counts = c
 		return nil
 	}
 }
@@ -166,8 +194,8 @@ func (o *Ops) Stats(ctx context.Context) (ops.Stats, error) {
 		s.Unmeasured = append(s.Unmeasured, ops.Unmeasured{Figure: ops.FigureDelayed,
 			Why: fmt.Sprintf("no waiting queue (%s): copies delayed in the process or in a delayed-message exchange cannot be counted", strings.Join(o.waiting, ", "))})
 	}
+	o.countOthers(ctx, &s)
 	s.Unmeasured = append(s.Unmeasured,
-		ops.Unmeasured{Figure: ops.FigureInFlight, Why: "queue.declare-ok counts ready messages only; unacknowledged ones are reported by the management plugin, which settle does not require"},
 		ops.Unmeasured{Figure: ops.FigureOldestReady, Why: "RabbitMQ tells a message's age only by delivering it, which would count as an attempt"})
 	if o.dead == "" {
 		s.Unmeasured = append(s.Unmeasured, ops.Unmeasured{Figure: ops.FigureDead, Why: "no dead-letter queue named"})
@@ -177,8 +205,28 @@ func (o *Ops) Stats(ctx context.Context) (ops.Stats, error) {
 	return s, err
 }
 
-// deadLetter describes a delivery read from the dead-letter queue.
-func deadLetter(m *amqp091.Delivery) ops.DeadLetter {
+// countOthers measures the figures AMQP cannot, in flight and dead-lettering, through the
+// Ops's QueueCounter, or reports them unmeasured with why.
+func (o *Ops) countOthers(ctx context.Context, s *ops.Stats) {
+	if o.counts == nil {
+		s.Unmeasured = append(s.Unmeasured,
+			ops.Unmeasured{Figure: ops.FigureInFlight, Why: "queue.declare-ok counts ready messages only; unacknowledged ones are counted by the management plugin (amqp.OpsCounts with amqp.ManagementAPI)"},
+			ops.Unmeasured{Figure: ops.FigureDeadLettering, Why: "queue.declare-ok counts ready messages only; the messages a quorum queue is dead-lettering while their destination is full or missing are counted by the management plugin (amqp.OpsCounts with amqp.ManagementAPI)"})
+		return
+	}
+	c, err := o.counts.QueueCounts(ctx, o.queue)
+	if err != nil {
+		why := "the queue's counts could not be read: " + err.Error()
+		s.Unmeasured = append(s.Unmeasured, ops.Unmeasured{Figure: ops.FigureInFlight, Why: why}, ops.Unmeasured{Figure: ops.FigureDeadLettering, Why: why})
+		return
+	}
+	s.InFlight, s.DeadLettering = c.Unacknowledged, c.DeadLettering()
+}
+
+// deadLetter describes a delivery read from the dead-letter queue: from settle's dead-letter
+// headers when settle moved it, otherwise from the x-death RabbitMQ wrote when it moved it
+// itself (serverDeath).
+func (o *Ops) deadLetter(m *amqp091.Delivery) ops.DeadLetter {
 	d := ops.DeadLetter{Payload: m.Body, Headers: make(map[string]string, len(m.Headers)), Created: m.Timestamp}
 	for k, v := range m.Headers {
 		switch x := v.(type) {
@@ -190,27 +238,14 @@ func deadLetter(m *amqp091.Delivery) ops.DeadLetter {
 			d.Headers[k] = x.UTC().Format(time.RFC3339)
 		}
 	}
-	// A message the broker dead-lettered itself (a quorum queue's delivery limit, a rejection
-	// with the queue's own DLX) says so in x-death; settle's headers, when present, win.
-	if deaths, ok := m.Headers["x-death"].([]any); ok && len(deaths) > 0 {
-		if x, ok := deaths[0].(amqp091.Table); ok {
-			if q, ok := x["queue"].(string); ok {
-				d.Origin = q
-			}
-			if at, ok := x["time"].(time.Time); ok {
-				d.DeadAt = at.UTC()
-			}
-			if r, ok := x["reason"].(string); ok {
-				d.Reason = "dead-lettered by the broker: " + r
-			}
-		}
-		if n, ok := m.Headers["x-delivery-count"]; ok {
-			if c, err := strconv.Atoi(fmt.Sprint(n)); err == nil {
-				d.Count = c
-			}
-		}
+	_, byServer := m.Headers["x-death"]
+	_, origin := m.Headers[core.HeaderOrigin]
+	_, at := m.Headers[core.HeaderDeadAt]
+	if byServer && !origin && !at {
+		o.serverDeath(m, &d)
+	} else {
+		_ = d.ReadHeaders() // a malformed settle header leaves its field unset
 	}
-	_ = d.ReadHeaders() // a malformed settle header leaves its field as read above
 	d.ID = m.MessageId
 	if d.ID == "" {
 		d.ID = digest(m)
@@ -306,7 +341,7 @@ func (o *Ops) ListDead(ctx context.Context, f ops.Filter, p ops.Page) (ops.DeadP
 		if r.read <= skip {
 			continue
 		}
-		d := deadLetter(&m)
+		d := o.deadLetter(&m)
 		if !f.Match(d) {
 			continue
 		}
@@ -333,7 +368,7 @@ func (o *Ops) GetDead(ctx context.Context, id string) (ops.DeadLetter, error) {
 		if !ok {
 			return ops.DeadLetter{}, &ops.NotFoundError{DeadLetter: fmt.Sprintf("queue %q", o.dead), IDs: []string{id}}
 		}
-		if d := deadLetter(&m); d.ID == id {
+		if d := o.deadLetter(&m); d.ID == id {
 			return d, nil
 		}
 	}
@@ -353,7 +388,7 @@ func (o *Ops) selected(ctx context.Context, r *reader, s ops.Selection, fn func(
 		if !ok {
 			break
 		}
-		d := deadLetter(&m)
+		d := o.deadLetter(&m)
 		if !s.Match(d) {
 			continue
 		}
@@ -376,7 +411,7 @@ func (o *Ops) selected(ctx context.Context, r *reader, s ops.Selection, fn func(
 		return &ops.NotFoundError{DeadLetter: fmt.Sprintf("queue %q", o.dead), IDs: missing}
 	}
 	for i := range held {
-		if err := fn(&held[i], deadLetter(&held[i])); err != nil {
+		if err := fn(&held[i], o.deadLetter(&held[i])); err != nil {
 			return err
 		}
 	}

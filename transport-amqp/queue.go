@@ -25,10 +25,11 @@ const (
 	// the original right after it, on the same channel, without waiting for the broker. A
 	// crash between the two duplicates, never loses; but a copy the broker does not take is
 	// lost, because the original is already acknowledged: one returned unroutable (its queue
-	// was deleted: counted in CopyStats.Lost and logged), one a full queue refuses under
-	// x-overflow reject-publish, or one in flight when the connection drops (neither is seen).
-	// Opt in only where those losses are acceptable; it saves the wait for a confirmation on
-	// failing messages only.
+	// was deleted) or refused (nack: a full queue under x-overflow reject-publish) is counted
+	// in CopyStats.Lost and logged (the channel is in confirm mode, so that refusals are seen;
+	// nothing waits for them); one in flight when the connection drops is not seen. Opt in
+	// only where those losses are acceptable; it saves the wait for a confirmation on failing
+	// messages only.
 	FireAndForget PublishPolicy = iota + 1
 	// Confirmed publishes the copy mandatory on a confirm-mode channel and acknowledges the
 	// original only once RabbitMQ has confirmed it. A copy returned unroutable, refused (nack)
@@ -202,6 +203,19 @@ func DeadLetterExchange(exchange, key string) QueueOption {
 	})
 }
 
+// BackstopMargin is how far above the cap a quorum queue's delivery limit is declared: with
+// core.DeadLetterAfter(n, dest), x-delivery-limit is n + BackstopMargin. settle moves a message
+// at its cap itself (a confirmed copy with its count and reason); the server's limit is the
+// backstop for a message settle cannot move. Every original settle returns after a refused copy
+// (a dead-letter or waiting queue deleted, full, or without a leader during an election) spends
+// a delivery, and with the limit at the cap two such returns were enough for the server to move
+// the message itself, without its count or reason. Above the cap settle gets BackstopMargin more
+// deliveries to move it; its hold-back doubles from CopyRetryBackoff's minimum to its maximum
+// (1 s to 30 s by default), so the server takes over only after about three minutes of
+// refusals. A crash loop is not longer for it: a delivery past the cap goes to the dead letter
+// without its handler.
+const BackstopMargin = 10
+
 // settleArgs are the queue arguments settle derives from its own options; Arguments refuses them.
 var settleArgs = map[string]string{
 	"x-queue-type":              "the descriptor type (Classic or Quorum)",
@@ -371,10 +385,10 @@ func (c *queueConfig) queueArgs(cap int, dest string) amqp091.Table {
 		if cap > 0 {
 			// settle moves a message at its cap itself (core resolves the cap, and a delivery
 			// past it goes to the dead letter without its handler); the server's limit is the
-			// backstop for deliveries that never settle at all. Measured on RabbitMQ 3.10: a
-			// limit of n allows n+1 deliveries, so with n = cap settle sees delivery cap+1 and
-			// moves it, and only a message whose every delivery dies is moved by the server.
-			t["x-delivery-limit"] = int64(cap)
+			// backstop for a message settle cannot move, far enough above the cap that the
+			// returns settle makes itself after refused copies do not reach it (BackstopMargin).
+			// Measured on RabbitMQ 3.10: a limit of n allows n+1 deliveries.
+			t["x-delivery-limit"] = int64(cap + BackstopMargin)
 			t["x-dead-letter-exchange"] = ""
 			t["x-dead-letter-routing-key"] = dest
 		}

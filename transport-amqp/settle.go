@@ -86,15 +86,16 @@ func (c *consumer) Finish(ctx context.Context, d core.Delivery, v core.Verdict, 
 // leaves the original held back for a doubling wait and then returned with requeue (hold).
 // Under FireAndForget the copy goes out on the delivery's own channel and the original is
 // acknowledged right after it on the same channel: a crash between the two duplicates, but a
-// copy the broker returns or drops is lost.
+// copy the broker returns or refuses is lost (counted and logged, fireandforget.go).
 func (c *consumer) publishThenAck(ctx context.Context, s *session, d core.Delivery, v core.Verdict, settled core.Settled, exchange, key string, msg amqp091.Publishing, mandatory bool) {
 	tag := base(d).raw.DeliveryTag
 	if s.acks.isDead() {
+		c.lostWithChannel(d)
 		settled(d, v, ErrChannelGone)
 		return
 	}
 	if c.cfg.policy == FireAndForget {
-		if err := s.ch.PublishWithContext(ctx, exchange, key, mandatory, false, msg); err != nil {
+		if err := s.publishCopy(ctx, exchange, key, mandatory, msg, d.ID(), d.Attempt()); err != nil {
 			err = gone(err)
 			c.b.copies.failed.Add(1)
 			s.acks.reject(tag, true, d, v, func(d core.Delivery, v core.Verdict, _ error) { settled(d, v, err) })

@@ -3,7 +3,6 @@ package amqp_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -116,9 +115,9 @@ func TestBackoffFollowsWhereDelaysAreHeld(t *testing.T) {
 // reconnects, reports it, and /readyz passes again.
 func TestHealthThroughACutConnection(t *testing.T) {
 	realServer(t)
-	target := strings.TrimSuffix(strings.SplitN(url, "@", 2)[1], "/")
+	target, _ := urlParts(t)
 	p := coretest.NewProxy(t, target, 5700, 5701, 5702, 5703, 5704, 5705, 5706, 5707, 5708, 5709)
-	proxied := strings.Replace(url, target, p.Addr(), 1)
+	proxied := urlVia(t, p.Port())
 	r := newRig(t, server{name: "proxied", dial: amqp.URL(proxied), real: true}, true)
 	events := make(chan core.Event, 8)
 	r.app = core.New(core.WithLogger(r.app.Logger()), core.WithoutSignals(), core.WithObserver(r.rec.Observe),

@@ -75,7 +75,7 @@ func (t *topology) ensure(b *Broker, declare bool) error {
 			return fmt.Errorf("delayed retries of queue %q: %w", c.name, err)
 		}
 		if w, ok := c.delay.(WaitingQueue); ok && !declare {
-			got, err := queueArguments(b, w.Name(c.name), true, false)
+			got, err := queueArguments(b.channel, w.Name(c.name), true, false)
 			switch {
 			case errors.Is(err, errInconclusive):
 				t.log.Warn("amqp: could not read the waiting queue's arguments; at-least-once dead-lettering not verified", "waiting_queue", w.Name(c.name), "error", err)
@@ -119,7 +119,7 @@ func (t *topology) verifyType(b *Broker) error {
 	if c.exclusive {
 		return nil // exclusive to its declaring connection: no other connection may probe it
 	}
-	got, err := queueArguments(b, c.name, c.durable, c.autoDelete)
+	got, err := queueArguments(b.channel, c.name, c.durable, c.autoDelete)
 	if errors.Is(err, errInconclusive) {
 		t.log.Warn("amqp: could not read the queue's arguments; its type (classic or quorum) is not verified", "error", err)
 		return nil

@@ -25,14 +25,14 @@ var errInconclusive = errors.New("the server did not report the queue's argument
 // 'x-delivery-limit' …: received none but current is the value '5' of type 'long'"), so each
 // round learns one argument, until the only difference left is the type itself. A queue that
 // does not exist is never created: the unknown type is refused first. Each round costs a
-// channel (the server closes it). The result holds x-queue-type ("classic" for a queue declared
-// without one).
-func queueArguments(b *Broker, name string, durable, autoDelete bool) (amqp091.Table, error) {
+// channel from open (the server closes it). The result holds x-queue-type ("classic" for a
+// queue declared without one).
+func queueArguments(open func() (Channel, error), name string, durable, autoDelete bool) (amqp091.Table, error) {
 	learnt := amqp091.Table{}
 	typ := ""      // the queue's type, once the server named it
 	sentinel := "" // phase two: an argument sent with a value no queue can be created with
 	for round := 0; round < 64; round++ {
-		ch, err := b.channel()
+		ch, err := open()
 		if err != nil {
 			return nil, err
 		}

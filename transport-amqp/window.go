@@ -105,11 +105,13 @@ func (s *session) open() (<-chan amqp091.Delivery, error) {
 
 // ownReturns remembers the messages this consumer returned to their queue itself (a retry by
 // requeue, an abandoned delivery, an original held back after a refused copy), so that their
-// redelivery is not taken for the aftermath of a crash. Keyed by message id; a message without
-// one is always suspect when redelivered.
+// redelivery is not taken for the aftermath of a crash, and on a classic queue also the ones
+// whose channel closed under a handler (classic.go: their redelivery counts an attempt, and
+// stays suspect). Keyed by message id; a message without one is always suspect when redelivered
+// and, on a classic queue, never counted.
 type ownReturns struct {
 	mu sync.Mutex
-	m  map[string]int // message id → the x-delivery-count its redelivery will carry (classic: 1)
+	m  map[string]int // message id → quorum: the x-delivery-count its redelivery will carry; classic: classicRequeued or classicLost
 }
 
 // maxOwnReturns bounds the memory: beyond it an arbitrary entry is forgotten (its message, if

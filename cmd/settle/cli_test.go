@@ -104,6 +104,7 @@ func TestCLIErrors(t *testing.T) {
 		{"unreachable rabbitmq", []string{"stats", "--dsn", "amqp://guest:secret@127.0.0.1:1/", "--queue", "q"}, exitUnreachable, "xxxxx"},
 		{"unreachable nats", []string{"stats", "--dsn", "nats://127.0.0.1:1", "--queue", "q"}, exitUnreachable, "cannot reach"},
 		{"show takes one id", []string{"dead", "show", "--dsn", dsn, "--table", "jobs", "--queue", "refunds", "--dead", "d"}, exitUsage, "one dead-letter id"},
+		{"management on sql", []string{"stats", "--dsn", dsn, "--table", "jobs", "--management", "http://127.0.0.1:15672"}, exitUsage, "management API"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, errOut := settle(t, c.args...)
@@ -124,6 +125,7 @@ func TestParseTarget(t *testing.T) {
 		"postgres://u@h/db?sslmode=disable&table=jobs&dead=jobs_dead":   {kind: "postgres", raw: "postgres://u@h/db?sslmode=disable", dsn: "postgres://u@h/db?sslmode=disable", table: "jobs", dead: "jobs_dead"},
 		"mysql://root@tcp(h:3306)/test?parseTime=true&table=t&queue=q":  {kind: "mysql", raw: "mysql://root@tcp(h:3306)/test?parseTime=true", dsn: "root@tcp(h:3306)/test?parseTime=true", table: "t", queue: "q"},
 		"amqp://g:g@h:5672/?queue=payouts&dead=payouts.dead&waiting=a":  {kind: "amqp", raw: "amqp://g:g@h:5672/", dsn: "amqp://g:g@h:5672/", queue: "payouts", dead: "payouts.dead", wait: []string{"a"}},
+		"amqp://g:g@h:5672/v?queue=p&management=http://g:g@h:15672":     {kind: "amqp", raw: "amqp://g:g@h:5672/v", dsn: "amqp://g:g@h:5672/v", queue: "p", management: "http://g:g@h:15672"},
 	} {
 		got, err := parseTarget(in)
 		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {

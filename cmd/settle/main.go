@@ -81,6 +81,8 @@ The target (every command):
                              or the NATS subject
   --dead     SETTLE_DEAD     its dead letter: a group, a table, a RabbitMQ queue or a NATS subject
   --waiting  SETTLE_WAITING  RabbitMQ waiting queues counted as delayed (default <queue>.retry)
+  --management SETTLE_MANAGEMENT  RabbitMQ's management API, http://user:pw@host:15672: counts
+                             messages in flight and those a quorum queue is dead-lettering
   --json                     machine-readable output
 
 Filters (dead ls, redrive, purge): --origin Q, --reason TEXT, --dead-before T, --dead-after T
@@ -158,6 +160,7 @@ type common struct {
 	fs                      *flag.FlagSet
 	dsn, table, queue, dead string
 	waiting                 stringList
+	management              string
 	json                    bool
 }
 
@@ -186,6 +189,7 @@ func newCommon(name string, stderr io.Writer) *common {
 		c.waiting = strings.Split(w, ",")
 	}
 	c.fs.Var(&c.waiting, "waiting", "a RabbitMQ waiting queue counted as delayed; repeat for several (SETTLE_WAITING, comma-separated)")
+	c.fs.StringVar(&c.management, "management", os.Getenv("SETTLE_MANAGEMENT"), "RabbitMQ's management API, http://user:pw@host:15672: counts in-flight and dead-lettering messages (SETTLE_MANAGEMENT)")
 	c.fs.BoolVar(&c.json, "json", false, "print JSON")
 	return c
 }
@@ -215,7 +219,7 @@ func (c *common) target() (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	return target{kind: kind, raw: c.dsn, dsn: dsn, table: c.table, queue: c.queue, dead: c.dead, wait: c.waiting}, nil
+	return target{kind: kind, raw: c.dsn, dsn: dsn, table: c.table, queue: c.queue, dead: c.dead, wait: c.waiting, management: c.management}, nil
 }
 
 // checkIDs refuses dead-letter ids the target's backend cannot have.

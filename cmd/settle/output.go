@@ -41,6 +41,9 @@ func printStats(w io.Writer, all []ops.Stats) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Queue, figure(s, ops.FigureReady, s.Ready),
 			figure(s, ops.FigureDelayed, s.Delayed), figure(s, ops.FigureInFlight, s.InFlight),
 			figure(s, ops.FigureDead, s.Dead), oldest)
+		if s.DeadLettering > 0 && s.Measured(ops.FigureDeadLettering) {
+			notes = append(notes, fmt.Sprintf("- %s: %d messages being dead-lettered by the server, not ready and not delivered (their dead-letter destination refuses them)", s.Queue, s.DeadLettering))
+		}
 		for _, u := range s.Unmeasured {
 			notes = append(notes, fmt.Sprintf("- %s %s: %s", s.Queue, strings.ReplaceAll(string(u.Figure), "_", " "), u.Why))
 		}
@@ -125,16 +128,17 @@ func printDead(w io.Writer, d ops.DeadLetter, now time.Time) {
 // oldest ready age of an empty queue, which has none.
 
 type statsOut struct {
-	Queue        string           `json:"queue"`
-	DeadLetter   string           `json:"dead_letter,omitempty"`
-	Ready        *int64           `json:"ready"`
-	Delayed      *int64           `json:"delayed"`
-	InFlight     *int64           `json:"in_flight"`
-	Dead         *int64           `json:"dead"`
-	OldestReadyS *float64         `json:"oldest_ready_seconds"`
-	Stranded     int64            `json:"stranded,omitempty"`
-	At           time.Time        `json:"at"`
-	Unmeasured   []ops.Unmeasured `json:"unmeasured,omitempty"`
+	Queue         string           `json:"queue"`
+	DeadLetter    string           `json:"dead_letter,omitempty"`
+	Ready         *int64           `json:"ready"`
+	Delayed       *int64           `json:"delayed"`
+	InFlight      *int64           `json:"in_flight"`
+	Dead          *int64           `json:"dead"`
+	DeadLettering *int64           `json:"dead_lettering"`
+	OldestReadyS  *float64         `json:"oldest_ready_seconds"`
+	Stranded      int64            `json:"stranded,omitempty"`
+	At            time.Time        `json:"at"`
+	Unmeasured    []ops.Unmeasured `json:"unmeasured,omitempty"`
 }
 
 func statsJSON(s ops.Stats) statsOut {
@@ -146,7 +150,7 @@ func statsJSON(s ops.Stats) statsOut {
 	}
 	out := statsOut{Queue: s.Queue, DeadLetter: s.DeadLetter, Ready: n(ops.FigureReady, s.Ready),
 		Delayed: n(ops.FigureDelayed, s.Delayed), InFlight: n(ops.FigureInFlight, s.InFlight),
-		Dead: n(ops.FigureDead, s.Dead), Stranded: s.Stranded, At: s.At, Unmeasured: s.Unmeasured}
+		Dead: n(ops.FigureDead, s.Dead), DeadLettering: n(ops.FigureDeadLettering, s.DeadLettering), Stranded: s.Stranded, At: s.At, Unmeasured: s.Unmeasured}
 	if console.HasOldest(s) {
 		secs := s.OldestReady.Seconds()
 		out.OldestReadyS = &secs

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rabbitmq/amqp091-go"
 	"github.com/settlehq/settle/core/ops"
 	"github.com/settlehq/settle/core/sqlqueue"
 	mysql "github.com/settlehq/settle/dialect-mysql"
@@ -30,11 +31,14 @@ type target struct {
 	queue string // the group (SQL tables with a group column), the AMQP queue, or the NATS subject
 	dead  string // the dead-letter group, table, queue or subject
 	wait  []string
+	// management is RabbitMQ's management API (amqp.ManagementAPI), which counts what AMQP
+	// cannot: messages in flight and messages a quorum queue is dead-lettering.
+	management string
 }
 
 // settleParams are the query parameters of a --target string that belong to settle, not to
 // the driver.
-var settleParams = []string{"table", "queue", "dead", "waiting"}
+var settleParams = []string{"table", "queue", "dead", "waiting", "management"}
 
 // parseTarget reads a --target string: a DSN or URL whose query may carry settle's own
 // parameters (table, queue, dead, waiting; waiting may repeat), e.g.
@@ -48,6 +52,7 @@ func parseTarget(s string) (target, error) {
 			return t, usageErr("target %q: the query after ? is not key=value pairs: %v", redact(s), err)
 		}
 		t.table, t.queue, t.dead, t.wait = vals.Get("table"), vals.Get("queue"), vals.Get("dead"), vals["waiting"]
+		t.management = vals.Get("management")
 		for _, k := range settleParams {
 			vals.Del(k)
 		}
@@ -109,6 +114,9 @@ func unreachable(t target, err error) error {
 // open connects to the target's backend and returns its ops.Queue; closing the Closer
 // disconnects.
 func (t target) open(ctx context.Context) (ops.Queue, io.Closer, error) {
+	if t.management != "" && t.kind != "amqp" {
+		return nil, nil, usageErr("--management names RabbitMQ's management API; a %s target has none", t.kind)
+	}
 	switch t.kind {
 	case "amqp":
 		return t.openAMQP(ctx)
@@ -134,6 +142,19 @@ func (t target) openAMQP(ctx context.Context) (ops.Queue, io.Closer, error) {
 	var opts []amqp.OpsOption
 	if len(t.wait) > 0 {
 		opts = append(opts, amqp.OpsWaitingQueues(t.wait...))
+	}
+	if t.management != "" {
+		uri, err := amqp091.ParseURI(t.dsn)
+		if err != nil {
+			conn.Close()
+			return nil, nil, usageErr("RabbitMQ target %s: %v", redact(t.dsn), err)
+		}
+		counts, err := amqp.ManagementAPI(t.management, uri.Vhost)
+		if err != nil {
+			conn.Close()
+			return nil, nil, usageErr("--management: %v", err)
+		}
+		opts = append(opts, amqp.OpsCounts(counts))
 	}
 	q, err := amqp.NewOps(ctx, conn, t.queue, t.dead, opts...)
 	if err != nil {

@@ -45,6 +45,11 @@ type Stats struct {
 	InFlight int64 `json:"in_flight"`
 	// Dead counts the dead letters.
 	Dead int64 `json:"dead"`
+	// DeadLettering counts messages the server is moving to a dead letter and has not
+	// delivered there yet: still in the queue, neither ready nor in flight, invisible to
+	// consumers (a RabbitMQ quorum queue dead-lettering at-least-once while its destination is
+	// full or missing). 0 where a backend has no such state.
+	DeadLettering int64 `json:"dead_lettering"`
 	// OldestReady is the age of the oldest ready message at At; zero when none is ready.
 	OldestReady time.Duration `json:"oldest_ready_ns"`
 	// Stranded counts messages the backend still holds for the queue that its consumer will
@@ -71,6 +76,8 @@ const (
 	FigureDead        Figure = "dead"
 	FigureOldestReady Figure = "oldest_ready"
 	FigureStranded    Figure = "stranded"
+	// FigureDeadLettering is Stats.DeadLettering.
+	FigureDeadLettering Figure = "dead_lettering"
 )
 
 // Unmeasured is a figure a backend cannot take, and why.

@@ -1,6 +1,7 @@
 package amqptest
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -103,7 +104,11 @@ type QueueInfo struct {
 	Args       amqp091.Table
 	Ready      int // messages waiting for a consumer
 	Unacked    int // messages delivered and not yet settled
-	Consumers  int
+	// DeadLettering counts dead letters a quorum queue dead-lettering at-least-once keeps
+	// because their destination refused them (no route, a full queue): in the queue, neither
+	// ready nor delivered.
+	DeadLettering int
+	Consumers     int
 }
 
 // Queue describes the named queue; ok is false when it does not exist. Messages whose TTL ran
@@ -123,9 +128,24 @@ func (b *Broker) Queue(name string) (info QueueInfo, ok bool) {
 	}
 	return QueueInfo{
 		Name: q.name, Type: typ, Durable: q.durable, AutoDelete: q.autoDelete, Exclusive: q.exclusive,
-		Args: normalize(q.args), Ready: len(q.ready), Unacked: q.unacked, Consumers: len(q.consumers),
+		Args: normalize(q.args), Ready: len(q.ready), Unacked: q.unacked, DeadLettering: len(q.dlPending),
+		Consumers: len(q.consumers),
 	}, true
 }
+
+// QueueCounts counts the named queue's messages as RabbitMQ's management API does
+// (amqp.QueueCounter): ready, unacknowledged, and in all, dead letters an at-least-once quorum
+// queue keeps included.
+func (b *Broker) QueueCounts(_ context.Context, queue string) (amqp.QueueCounts, error) {
+	info, ok := b.Queue(queue)
+	if !ok {
+		return amqp.QueueCounts{}, fmt.Errorf("amqptest: no queue %q", queue)
+	}
+	return amqp.QueueCounts{Messages: int64(info.Ready + info.Unacked + info.DeadLettering), Ready: int64(info.Ready),
+		Unacknowledged: int64(info.Unacked)}, nil
+}
+
+var _ amqp.QueueCounter = (*Broker)(nil)
 
 // QueueArgs returns the arguments the named queue was declared with, or nil when it does not
 // exist.
@@ -380,14 +400,15 @@ func (b *Broker) onTimer(gen uint64) {
 
 // deadLetter moves a message out of q for reason ("expired", "rejected", "delivery_limit") at
 // time at, through the queue's dead-letter exchange, writing x-death the way RabbitMQ 3.10's
-// rabbit_dead_letter does. Without a dead-letter exchange (or when it does not exist) the
-// message is dropped.
+// rabbit_dead_letter does. Without a dead-letter exchange the message is dropped; when the
+// exchange does not exist, or routes it to no queue or to a full one, it is dropped too, unless
+// q dead-letters at-least-once: then q keeps it (not ready, not delivered; QueueInfo's
+// DeadLettering) until every target takes it.
 func (b *Broker) deadLetter(q *queue, m *message, reason string, at time.Time) {
 	if !q.hasDLX {
 		return
 	}
-	ex := b.exchanges[q.dlx]
-	if ex == nil {
+	if b.exchanges[q.dlx] == nil && !q.atLeastOnce() {
 		return
 	}
 	routingKeys := []string{m.routingKey}
@@ -442,22 +463,61 @@ func (b *Broker) deadLetter(q *queue, m *message, reason string, at time.Time) {
 		}
 		headers["x-death"] = append([]any{info}, others...)
 	}
-	dl := &message{pub: m.pub, exchange: ex.name, routingKey: key}
+	dl := &message{pub: m.pub, exchange: q.dlx, routingKey: key}
 	dl.pub.Headers = headers
 	dl.pub.Expiration = ""
-	targets := b.route(ex, key, headers)
-	for _, t := range targets {
-		if reason != "rejected" && isCycle(t.name, headers["x-death"].([]any)) {
+	if !b.routeDead(q, dl, reason, at) && q.atLeastOnce() {
+		q.dlPending = append(q.dlPending, pendingDead{m: dl, reason: reason})
+	}
+}
+
+// routeDead routes the dead letter m of q (its exchange and routing key already the dead-letter
+// route's) and reports whether every queue it reached took it. At-most-once (RabbitMQ's
+// default), a target that refuses it (full under reject-publish) or a route to no queue loses
+// it. At-least-once (atLeastOnce), the caller keeps it in q when not every target took it, and
+// retryDead routes it again later; nothing is enqueued until all targets have room.
+func (b *Broker) routeDead(q *queue, m *message, reason string, at time.Time) bool {
+	ex := b.exchanges[m.exchange]
+	if ex == nil {
+		return false
+	}
+	var targets []*queue
+	for _, t := range b.route(ex, m.routingKey, m.pub.Headers) {
+		if reason != "rejected" && isCycle(t.name, m.pub.Headers["x-death"].([]any)) {
 			// RabbitMQ drops a message that would go round a dead-letter cycle with no
 			// rejection in it.
 			continue
 		}
-		if t.full() {
-			// A dead letter the target refuses is lost (RabbitMQ's default at-most-once
-			// dead-lettering; at-least-once keeps retrying it, which is not emulated).
+		if t.full() && q.atLeastOnce() {
+			return false
+		}
+		if !t.full() {
+			targets = append(targets, t)
+		}
+	}
+	for _, t := range targets {
+		b.enqueue(t, m.clone(), at)
+	}
+	return len(targets) > 0
+}
+
+// retryDead routes again the dead letters that quorum queues dead-lettering at-least-once keep
+// because their targets refused them. RabbitMQ's dead-letter worker tries again on a timer of
+// minutes; amqptest tries after every operation.
+func (b *Broker) retryDead() {
+	now := b.clk.Now()
+	for _, q := range b.queues {
+		if len(q.dlPending) == 0 {
 			continue
 		}
-		b.enqueue(t, dl.clone(), at)
+		keep := q.dlPending[:0]
+		for _, p := range q.dlPending {
+			if !b.routeDead(q, p.m, p.reason, now) {
+				keep = append(keep, p)
+			}
+		}
+		clear(q.dlPending[len(keep):])
+		q.dlPending = keep
 	}
 }
 
@@ -478,6 +538,7 @@ func isCycle(target string, deaths []any) bool {
 
 // dispatchAll hands ready messages to consumers with room, on every queue.
 func (b *Broker) dispatchAll() {
+	b.retryDead()
 	for _, q := range b.queues {
 		b.dispatch(q)
 	}

@@ -56,7 +56,7 @@ func TestDeadLetterRoutingKeyNeedsExchange(t *testing.T) {
 		if !ok || ae.Code != amqp091.PreconditionFailed {
 			t.Fatalf("err = %v, want 406", err)
 		}
-		if want := "PRECONDITION_FAILED - invalid arg 'x-dead-letter-routing-key' for queue '" + q + "' in vhost '/': routing_key_but_no_dlx_defined"; ae.Reason != want {
+		if want := "PRECONDITION_FAILED - invalid arg 'x-dead-letter-routing-key' for queue '" + q + "' in vhost '" + e.vhost + "': routing_key_but_no_dlx_defined"; ae.Reason != want {
 			t.Errorf("reason %q, want %q", ae.Reason, want)
 		}
 	})

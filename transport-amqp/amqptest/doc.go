@@ -34,7 +34,14 @@
 //   - length limits: x-max-length with x-overflow drop-head (the default: the oldest ready
 //     message is dead-lettered with reason maxlen), reject-publish (refused, nacked under
 //     confirms; a classic queue is full at x-max-length ready messages, a quorum queue above
-//     it) and reject-publish-dlx. A dead letter its target refuses is dropped.
+//     it) and reject-publish-dlx.
+//   - dead-letter strategies: at-most-once (the default) drops a dead letter its target refuses
+//     (a full queue) or that reaches no queue; a quorum queue with x-dead-letter-strategy
+//     at-least-once and x-overflow reject-publish keeps it — no longer ready, never delivered,
+//     counted in QueueInfo.DeadLettering (RabbitMQ's management API counts it in the queue's
+//     messages, a passive declaration does not) — and routes it again after every operation on
+//     the broker, until every target takes it (RabbitMQ's dead-letter worker tries again on a
+//     timer of minutes).
 //   - limits and validation: per-message expiration and x-message-ttl up to MaxTTL (larger ones
 //     are refused with {value_too_large,N}), x-overflow values, and x-dead-letter-strategy
 //     (quorum queues only; at-most-once or at-least-once).
@@ -44,6 +51,5 @@
 // Queue, Held) first applies whatever is due at the clock's current time, so a test can
 // Advance and then look without waiting. Not emulated: streams, priorities,
 // x-max-length-bytes, transactions, alternate exchanges, exchange-to-exchange bindings, and
-// the redelivery of at-least-once dead letters (the fake never crashes mid-move, so both
-// strategies move a message the same way).
+// a crash in the middle of a dead-letter move (the fake never crashes mid-move).
 package amqptest

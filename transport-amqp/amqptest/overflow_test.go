@@ -171,3 +171,52 @@ func TestDeadLetterStrategyArgument(t *testing.T) {
 		}
 	})
 }
+
+// Measured on RabbitMQ 3.10.8: a quorum queue dead-lettering at-least-once keeps a dead letter
+// its destination refuses (the dead-letter queue missing or full): it is no longer ready (a
+// passive declaration counts 0), not delivered, but counted in the management API's messages,
+// and the queue's dead-letter worker moves it once the destination takes it (on a timer of
+// minutes; amqptest after the next operation). At-most-once, it is dropped.
+func TestAtLeastOnceKeepsWhatItsDestinationRefuses(t *testing.T) {
+	for _, strategy := range []string{"at-least-once", "at-most-once"} {
+		t.Run(strategy, func(t *testing.T) {
+			_, b := newBroker(t)
+			conn, err := b.Dial()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch, err := conn.Channel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, dead := "work", "work.dead"
+			if _, err := ch.QueueDeclare(q, true, false, false, false, amqp091.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(0),
+				"x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead, "x-dead-letter-strategy": strategy, "x-overflow": "reject-publish"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := ch.PublishWithContext(context.Background(), "", q, false, false, amqp091.Publishing{Body: []byte("m")}); err != nil {
+				t.Fatal(err)
+			}
+			m, ok, err := ch.Get(q, false)
+			if !ok || err != nil {
+				t.Fatalf("get: %v %v", ok, err)
+			}
+			if err := ch.Reject(m.DeliveryTag, true); err != nil { // past the limit: dead-lettered, to no queue
+				t.Fatal(err)
+			}
+			info, _ := b.Queue(q)
+			kept := strategy == "at-least-once"
+			if info.Ready != 0 || (info.DeadLettering == 1) != kept {
+				t.Fatalf("after the move to a missing queue: %+v", info)
+			}
+			if _, err := ch.QueueDeclare(dead, true, false, false, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			info, _ = b.Queue(q)
+			d, _ := b.Queue(dead)
+			if info.DeadLettering != 0 || (d.Ready == 1) != kept {
+				t.Fatalf("once the dead-letter queue exists: %+v, dead-letter queue %+v", info, d)
+			}
+		})
+	}
+}

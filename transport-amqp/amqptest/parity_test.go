@@ -27,6 +27,7 @@ type env struct {
 	clk    *clock.Virtual   // nil on the real server
 	broker *amqptest.Broker // nil on the real server
 	prefix string           // unique per test
+	vhost  string           // the virtual host the broker's error texts name
 	queues map[string]bool  // deleted after the test
 	exchs  map[string]bool  // deleted after the test
 }
@@ -42,19 +43,26 @@ func parity(t *testing.T, f func(t *testing.T, e *env)) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f(t, newEnv(t, conn, clk, b))
+		f(t, newEnv(t, conn, clk, b, "/"))
 	})
 	t.Run("rabbitmq", func(t *testing.T) {
 		t.Parallel()
-		f(t, newEnv(t, dialReal(t), nil, nil))
+		conn, vhost := dialReal(t)
+		f(t, newEnv(t, conn, nil, nil, vhost))
 	})
 }
 
-func dialReal(t *testing.T) amqp.Connection {
+// dialReal connects to the real RabbitMQ (SETTLE_TEST_AMQP_URL) and returns the connection and
+// the URL's virtual host, or skips (fails under SETTLE_REQUIRE_SERVERS=1) when it cannot.
+func dialReal(t *testing.T) (amqp.Connection, string) {
 	t.Helper()
 	url := os.Getenv("SETTLE_TEST_AMQP_URL")
 	if url == "" {
 		url = "amqp://guest:guest@127.0.0.1:5672/"
+	}
+	uri, err := amqp091.ParseURI(url)
+	if err != nil {
+		t.Fatalf("SETTLE_TEST_AMQP_URL %q: %v", url, err)
 	}
 	conn, err := amqp.Dial(url, amqp091.Config{Dial: amqp091.DefaultDial(3 * time.Second)})
 	if err != nil {
@@ -63,15 +71,15 @@ func dialReal(t *testing.T) amqp.Connection {
 		}
 		t.Skipf("RabbitMQ at %s is unreachable (set SETTLE_TEST_AMQP_URL): %v", url, err)
 	}
-	return conn
+	return conn, uri.Vhost
 }
 
-func newEnv(t *testing.T, conn amqp.Connection, clk *clock.Virtual, b *amqptest.Broker) *env {
+func newEnv(t *testing.T, conn amqp.Connection, clk *clock.Virtual, b *amqptest.Broker, vhost string) *env {
 	var r [4]byte
 	_, _ = rand.Read(r[:])
 	name := strings.NewReplacer("/", ".", " ", "_").Replace(t.Name())
 	e := &env{t: t, conn: conn, clk: clk, broker: b, prefix: "settle-test." + name + "." + hex.EncodeToString(r[:]),
-		queues: map[string]bool{}, exchs: map[string]bool{}}
+		vhost: vhost, queues: map[string]bool{}, exchs: map[string]bool{}}
 	t.Cleanup(func() {
 		if conn.IsClosed() {
 			return
@@ -492,7 +500,7 @@ func TestDeclareMismatch(t *testing.T) {
 			if !errors.As(err, &ae) || ae.Code != amqp091.PreconditionFailed {
 				t.Fatalf("%s: err = %v, want 406", c.name, err)
 			}
-			if want := strings.ReplaceAll(c.reason, "'Q'", "'"+q+"'"); ae.Reason != want {
+			if want := strings.NewReplacer("'Q'", "'"+q+"'", "vhost '/'", "vhost '"+e.vhost+"'").Replace(c.reason); ae.Reason != want {
 				t.Errorf("%s:\n got %s\nwant %s", c.name, ae.Reason, want)
 			}
 			if got := closeErr(t, closed); got.Code != amqp091.PreconditionFailed || !ch.IsClosed() {
@@ -509,7 +517,7 @@ func TestPassiveMissing(t *testing.T) {
 		closed := ch.NotifyClose(make(chan *amqp091.Error, 1))
 		_, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
 		var ae *amqp091.Error
-		if !errors.As(err, &ae) || ae.Code != amqp091.NotFound || ae.Reason != "NOT_FOUND - no queue '"+q+"' in vhost '/'" {
+		if !errors.As(err, &ae) || ae.Code != amqp091.NotFound || ae.Reason != "NOT_FOUND - no queue '"+q+"' in vhost '"+e.vhost+"'" {
 			t.Fatalf("err = %#v", err)
 		}
 		if got := closeErr(t, closed); got.Code != amqp091.NotFound {
@@ -529,7 +537,7 @@ func TestPublishToMissingExchange(t *testing.T) {
 		if err := ch.PublishWithContext(context.Background(), x, "k", false, false, amqp091.Publishing{}); err != nil {
 			t.Fatalf("publish returned %v; the server closes the channel asynchronously", err)
 		}
-		if got := closeErr(t, closed); got.Code != amqp091.NotFound || got.Reason != "NOT_FOUND - no exchange '"+x+"' in vhost '/'" {
+		if got := closeErr(t, closed); got.Code != amqp091.NotFound || got.Reason != "NOT_FOUND - no exchange '"+x+"' in vhost '"+e.vhost+"'" {
 			t.Errorf("NotifyClose got %v", got)
 		}
 	})

@@ -32,10 +32,25 @@ type queue struct {
 
 	ready       []*message
 	unacked     int
+	dlPending   []pendingDead // dead letters kept at-least-once until their targets take them
 	consumers   []*consumer
 	rr          int
 	hadConsumer bool
 	deleted     bool
+}
+
+// pendingDead is a dead letter a quorum queue dead-lettering at-least-once keeps while its
+// targets refuse it: the message as it will be routed (x-death written) and why it died.
+type pendingDead struct {
+	m      *message
+	reason string
+}
+
+// atLeastOnce reports whether q dead-letters at-least-once: a quorum queue with
+// x-dead-letter-strategy at-least-once, which RabbitMQ honours only with x-overflow
+// reject-publish.
+func (q *queue) atLeastOnce() bool {
+	return q.quorum && q.strategy == "at-least-once" && q.overflow == "reject-publish"
 }
 
 // message is one message as a queue holds it.

@@ -141,7 +141,7 @@ func (b *amqpBackend) snapshot(ctx context.Context) (chaos.Snapshot, error) {
 			return snap, err
 		}
 		for {
-			d, ok, err := ch.Get(q, true)
+			d, ok, err := b.get(ch, q)
 			if err != nil {
 				var ae *amqp091.Error
 				if errors.As(err, &ae) && ae.Code == amqp091.NotFound {
@@ -157,6 +157,34 @@ func (b *amqpBackend) snapshot(ctx context.Context) (chaos.Snapshot, error) {
 		}
 	}
 	return snap, nil
+}
+
+// getWait bounds one basic.get of the driver: RabbitMQ answers at once, or never (a quorum queue
+// with no leader after a node was killed holds the call forever).
+const getWait = 10 * time.Second
+
+// get takes one message from q (basic.get, auto-acknowledged). A call that does not answer
+// within getWait closes the driver's connection and fails, naming the queue, instead of
+// holding the trial.
+func (b *amqpBackend) get(ch *amqp091.Channel, q string) (amqp091.Delivery, bool, error) {
+	type got struct {
+		d   amqp091.Delivery
+		ok  bool
+		err error
+	}
+	res := make(chan got, 1)
+	go func() {
+		d, ok, err := ch.Get(q, true)
+		res <- got{d, ok, err}
+	}()
+	select {
+	case g := <-res:
+		return g.d, g.ok, g.err
+	case <-time.After(getWait):
+		b.conn.Close() // ends the call
+		b.conn = nil
+		return amqp091.Delivery{}, false, fmt.Errorf("rabbitmq: basic.get on %s had no answer within %v (a quorum queue without a leader?)", q, getWait)
+	}
 }
 
 // observe adds a message read from queue q to the snapshot.
@@ -275,7 +303,7 @@ func (b *amqpBackend) deleteDead(ctx context.Context, back bool) error {
 			return err
 		}
 		for {
-			d, ok, gerr := ch.Get(b.dead, true)
+			d, ok, gerr := b.get(ch, b.dead)
 			if gerr != nil || !ok {
 				err = gerr
 				break
@@ -311,4 +339,14 @@ func (b *amqpBackend) cleanup(ctx context.Context) {
 }
 
 func (b *amqpBackend) strictAttempts() bool { return b.queueType == "quorum" }
-func (b *amqpBackend) sideRows() bool       { return false }
+
+// handledToCap (chaos.Expect.HandledToCap): a classic queue counts only what settle can prove —
+// its own count header, and the redelivered flag of a delivery the process handed out itself —
+// so a message that always fails reaches its dead letter after a handler run of every attempt
+// up to the cap, crashes and broker restarts or not. A quorum queue counts deliveries on the
+// server, crashes included (chargePerCrash).
+func handledToCap(b backend) bool {
+	ab, ok := b.(*amqpBackend)
+	return ok && ab.queueType == "classic"
+}
+func (b *amqpBackend) sideRows() bool { return false }

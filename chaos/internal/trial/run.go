@@ -107,6 +107,9 @@ type Scenario struct {
 	MaxRuns                  int
 	// PauseFor and LockFor are how long Pause and LockRow last (defaults 2.5 leases, 6 s).
 	PauseFor, LockFor time.Duration
+	// KillNode makes RestartCrash kill the RabbitMQ node (kill -9) in every profile; without it
+	// the bounded profile restarts the node's application instead.
+	KillNode bool
 }
 
 // Trial is one trial: a scenario on a backend and form.
@@ -439,6 +442,7 @@ func (r *run) execute(ctx context.Context) (*chaos.Result, error) {
 		IDs: r.ids, Mix: r.mix, Cap: 3, SideRows: r.b.sideRows() && r.sc.Transactional,
 		StrictAttempts: r.b.strictAttempts(), StallBound: r.sc.StallBound, RecoverBound: r.sc.RecoverBound, MaxRuns: r.sc.MaxRuns,
 		InProcessDelay: inProcessDelay(r.b), CopyOutcomes: copyOutcomes(r.b), ChargePerCrash: chargePerCrash(r.b, r.sc.Workers),
+		HandledToCap: handledToCap(r.b),
 	})
 	res.Torn = torn
 	res.Notes = append(res.Notes, notes...)
@@ -700,7 +704,7 @@ func (r *run) fault(ctx context.Context, f Fault) bool {
 		if f == RestartCrash {
 			mode = servers.Crash
 		}
-		if ab, ok := r.b.(*amqpBackend); ok && mode == servers.Crash && !r.env.Profile.Crash {
+		if ab, ok := r.b.(*amqpBackend); ok && mode == servers.Crash && !r.env.Profile.Crash && !r.sc.KillNode {
 			_ = ab // the bounded profile restarts the broker's application only (a node restart takes ~10 s)
 			mode = servers.Graceful
 		}
