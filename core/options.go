@@ -46,7 +46,7 @@ type Options struct {
 	limits    []limitSpec // Concurrency and Rate, in the order given
 	pause     *pauseState // Pausable; nil for none
 
-	ext map[any]*extValue
+	ext extValues
 }
 
 // extValue is a backend option's value: the options that set it, for errors, and whether the
@@ -57,11 +57,12 @@ type extValue struct {
 	read  bool
 }
 
-// Ext returns the value a backend option stored under key, and whether one was stored. An
-// endpoint reads its own options with it in Endpoint.Open; the options it never reads are
-// refused (see SetExt).
-func (o *Options) Ext(key any) (any, bool) {
-	e, ok := o.ext[key]
+// extValues are the backend options of a subscription or a publish, by key.
+type extValues map[any]*extValue
+
+// get returns the value stored under key, marking it read.
+func (x extValues) get(key any) (any, bool) {
+	e, ok := x[key]
 	if !ok {
 		return nil, false
 	}
@@ -69,25 +70,33 @@ func (o *Options) Ext(key any) (any, bool) {
 	return e.value, true
 }
 
-// SetExt stores a backend option's value under key on behalf of the option named name (as a user
-// writes it: "sqlqueue.Transactional()"). Backends call it from their own Option constructors
-// (see OptionFunc); several options may share one key (one config struct). A subscription whose
-// endpoint never reads key with Ext while it opens fails to start with an error naming the
-// options that set it: an option a backend does not understand is refused, not ignored.
-func (o *Options) SetExt(key any, name string, value any) {
-	if o.ext == nil {
-		o.ext = make(map[any]*extValue)
+// set stores value under key on behalf of the option named name, allocating the map if needed.
+func (x *extValues) set(key any, name string, value any) {
+	if *x == nil {
+		*x = make(extValues)
 	}
-	e := o.ext[key]
+	e := (*x)[key]
 	if e == nil {
 		e = &extValue{}
-		o.ext[key] = e
+		(*x)[key] = e
 	}
 	e.value = value
 	if name != "" && !slices.Contains(e.names, name) {
 		e.names = append(e.names, name)
 	}
 }
+
+// Ext returns the value a backend option stored under key, and whether one was stored. An
+// endpoint reads its own options with it in Endpoint.Open; the options it never reads are
+// refused (see SetExt).
+func (o *Options) Ext(key any) (any, bool) { return o.ext.get(key) }
+
+// SetExt stores a backend option's value under key on behalf of the option named name (as a user
+// writes it: "sqlqueue.Transactional()"). Backends call it from their own Option constructors
+// (see OptionFunc); several options may share one key (one config struct). A subscription whose
+// endpoint never reads key with Ext while it opens fails to start with an error naming the
+// options that set it: an option a backend does not understand is refused, not ignored.
+func (o *Options) SetExt(key any, name string, value any) { o.ext.set(key, name, value) }
 
 // sealExt forgets the reads the options made while they were applied: from now on a read is the
 // endpoint's.

@@ -22,7 +22,7 @@ type PublishOptions struct {
 	priority                                 int
 	set                                      publishSet
 
-	ext map[any]*extValue
+	ext extValues
 }
 
 // publishSet records which options were given, to refuse ones that contradict each other.
@@ -68,32 +68,12 @@ func (o *PublishOptions) Apply(opts ...PublishOption) error {
 // Ext returns the value a backend's publish option stored under key, and whether one was stored.
 // A Sender reads its own options with it before sending a message, then refuses the message if
 // Unread reports any left.
-func (o *PublishOptions) Ext(key any) (any, bool) {
-	e, ok := o.ext[key]
-	if !ok {
-		return nil, false
-	}
-	e.read = true
-	return e.value, true
-}
+func (o *PublishOptions) Ext(key any) (any, bool) { return o.ext.get(key) }
 
 // SetExt stores a backend publish option's value under key on behalf of the option named name
 // (as a user writes it: "postgres.InTx(tx)"). Backends call it from their own options (see
 // PublishOptionFunc); several options may share one key.
-func (o *PublishOptions) SetExt(key any, name string, value any) {
-	if o.ext == nil {
-		o.ext = make(map[any]*extValue)
-	}
-	e := o.ext[key]
-	if e == nil {
-		e = &extValue{}
-		o.ext[key] = e
-	}
-	e.value = value
-	if name != "" && !slices.Contains(e.names, name) {
-		e.names = append(e.names, name)
-	}
-}
+func (o *PublishOptions) SetExt(key any, name string, value any) { o.ext.set(key, name, value) }
 
 // Unread returns an *UnsupportedError naming the backend options that no Ext call has read, nil
 // when there are none. backend names the sender as its errors do (`amqp exchange "payouts"`). A
