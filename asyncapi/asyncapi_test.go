@@ -498,3 +498,35 @@ func TestReceiveOperationsSayOrderAndBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisQueueIsAValidChannel: a queue of a backend without an AsyncAPI binding (a Redis
+// stream) is a channel that names its backend and carries its settings; the document is valid.
+func TestRedisQueueIsAValidChannel(t *testing.T) {
+	d := newApp(t).Describe()
+	sub := &d.Subscriptions[0]
+	sub.Endpoint = &core.EndpointDescription{Backend: core.BackendRedis,
+		Settings: map[string]any{"stream": sub.Queue, "group": "settle", "lease": "30s"},
+		Delay:    "in Redis: the sorted set", Related: []core.RelatedQueue{{Role: core.RoleDeadLetter, Name: sub.DeadLetterTo}}}
+	doc, err := asyncapi.FromDescription(d)
+	must(t, err)
+	raw, err := doc.JSON()
+	must(t, err)
+	validate(t, raw)
+	var m map[string]any
+	must(t, json.Unmarshal(raw, &m))
+	found := false
+	for _, ch := range at(t, m, "channels").(map[string]any) {
+		c := ch.(map[string]any)
+		if c["address"] == sub.Queue {
+			found = true
+			if c["x-settle-backend"] != core.BackendRedis {
+				t.Errorf("channel %v: want x-settle-backend redis", c)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no channel for %q", sub.Queue)
+	}
+	name := "receive_" + strings.NewReplacer(".", "_", "-", "_").Replace(sub.Name)
+	is(t, m, "30s", "operations", name, "x-settle-settings", "lease")
+}

@@ -110,6 +110,8 @@ const (
 	BackendAMQP = "amqp"
 	BackendNATS = "nats"
 	BackendSQL  = "sql"
+	// BackendRedis is a Redis stream with a consumer group; its details are in Settings.
+	BackendRedis = "redis"
 )
 
 // EndpointDescription is an endpoint as its backend has it, in neutral terms: exactly one of
