@@ -55,7 +55,7 @@ func describe(b *Broker, c *queueConfig, sub core.SubscriptionDescription) core.
 		dl := core.RelatedQueue{Role: core.RoleDeadLetter, Name: sub.DeadLetterTo,
 			About: fmt.Sprintf("settle publishes a dead letter here (%s), with why it died in the settle-* headers; an existing queue is only checked.", c.policy)}
 		if c.quorum {
-			dl.About += fmt.Sprintf(" The server also routes here a message whose deliveries reach x-delivery-limit %d without settling.", sub.Cap)
+			dl.About += fmt.Sprintf(" The server also routes here a message whose deliveries reach x-delivery-limit %d (the cap + BackstopMargin) without settling.", sub.Cap+BackstopMargin)
 		}
 		if b.declare {
 			dl.About += " A missing one is declared a durable classic queue."

@@ -63,7 +63,7 @@ func TestDescribeReportsTheDeclaration(t *testing.T) {
 		c.Related[1].Role != core.RoleDeadLetter || c.Related[1].Name != "refunds.dead" || c.Related[1].AMQP == nil {
 		t.Errorf("classic related = %+v", c.Related)
 	}
-	wantArgs := map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(5), "x-dead-letter-exchange": "",
+	wantArgs := map[string]any{"x-queue-type": "quorum", "x-delivery-limit": int64(5 + amqp.BackstopMargin), "x-dead-letter-exchange": "",
 		"x-dead-letter-routing-key": "payouts.dead", "x-dead-letter-strategy": "at-least-once", "x-overflow": "reject-publish"}
 	if !reflect.DeepEqual(q.AMQP.Arguments, wantArgs) {
 		t.Errorf("quorum arguments = %v, want %v", q.AMQP.Arguments, wantArgs)
