@@ -84,10 +84,7 @@ type HeldKeys struct {
 	log   *slog.Logger
 	clock clock.Clock
 	every time.Duration
-
-	mu      sync.Mutex
-	last    time.Time
-	skipped int
+	pace  LogPace
 }
 
 // NewHeldKeys returns a HeldKeys that logs to log at most once every interval on c.
@@ -101,16 +98,10 @@ func NewHeldKeys(log *slog.Logger, c clock.Clock, every time.Duration) *HeldKeys
 // Wait records that the key of queue is held by message id at attempt, with waiting later
 // messages behind it.
 func (h *HeldKeys) Wait(queue, key, id string, attempt, waiting int) {
-	h.mu.Lock()
-	now := h.clock.Now()
-	if !h.last.IsZero() && now.Sub(h.last) < h.every {
-		h.skipped++
-		h.mu.Unlock()
+	log, skipped := h.pace.Allow(h.clock.Now(), h.every)
+	if !log {
 		return
 	}
-	skipped := h.skipped
-	h.last, h.skipped = now, 0
-	h.mu.Unlock()
 	h.log.Debug("settle: ordered key held by a message that has not settled; later messages of the key wait",
 		"queue", queue, "ordering_key", key, "message_id", id, "attempt", attempt, "waiting", waiting, "not_logged", skipped)
 }

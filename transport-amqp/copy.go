@@ -229,25 +229,11 @@ func (h *holdBack) ok(dest string) {
 	h.mu.Unlock()
 }
 
-// rateLog lets one line through per logEvery and counts the ones it holds back.
-type rateLog struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
+// rateLog lets one line through per logEvery and counts the ones it holds back (core.LogPace).
+type rateLog struct{ pace core.LogPace }
 
 // allow reports whether a line seen now is logged, and how many were not since the last.
-func (r *rateLog) allow(now time.Time) (bool, int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.last.IsZero() && now.Sub(r.last) < logEvery {
-		r.suppressed++
-		return false, 0
-	}
-	n := r.suppressed
-	r.last, r.suppressed = now, 0
-	return true, n
-}
+func (r *rateLog) allow(now time.Time) (bool, int) { return r.pace.Allow(now, logEvery) }
 
 // hold keeps d unacknowledged after its copy to dest failed with err, reports the failed
 // settlement, and rejects d with requeue once the hold-back wait has passed on the clock.

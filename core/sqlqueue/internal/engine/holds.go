@@ -34,12 +34,11 @@ const (
 // Holds is a subscription's record of the rows whose settlement failed, held back in memory
 // (and in the row where the table can keep it, Hold).
 type Holds struct {
-	rt     *Runtime
-	n      atomic.Int32 // rows recorded: the success path looks only when there are any
-	mu     sync.Mutex
-	rows   map[int64]failure
-	count  int       // failures since the last log line
-	logged time.Time // when the last log line went out
+	rt   *Runtime
+	n    atomic.Int32 // rows recorded: the success path looks only when there are any
+	mu   sync.Mutex
+	rows map[int64]failure
+	pace core.LogPace // the warning about failing settlements
 }
 
 // failure is one row's run of failed settlements.
@@ -73,13 +72,9 @@ func (f *Holds) Failed(d *Delivery, v core.Verdict, err error) (until time.Time,
 	x.until = now.Add(backoff)
 	f.rows[d.id] = x
 	f.n.Store(int32(len(f.rows)))
-	f.count++
-	count, log := f.count, f.logged.IsZero() || now.Sub(f.logged) >= FailureLogInterval
-	if log {
-		f.count, f.logged = 0, now
-	}
 	f.mu.Unlock()
-	if log {
+	if log, skipped := f.pace.Allow(now, FailureLogInterval); log {
+		count := skipped + 1
 		rt.Log.Warn("sqlqueue: settlements failing; each failing row is held back for a doubling backoff before it is delivered again",
 			"queue", rt.Q.Name, "failures", count, "message_id", d.ID(), "attempt", d.attempt, "verdict", v.String(),
 			"held_for", backoff, "error", err)
